@@ -1,0 +1,50 @@
+// tally/core/summary.hpp: the MergeableSummary concept every sketch satisfies.
+//
+// Laws (checked for every summary by tests/merge_laws.hpp):
+//   merge is commutative and associative (exactly for deterministic
+//   summaries, in distribution for sampled ones); merging an empty summary is
+//   the identity; deserialize(serialize(s)) answers every query as s does;
+//   merging incompatible summaries throws std::invalid_argument and leaves
+//   the target unchanged.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <iterator>
+#include <ranges>
+#include <span>
+#include <vector>
+
+#include "../detail/throw.hpp"
+
+namespace tally {
+
+template <class S>
+concept MergeableSummary = std::copyable<S> && requires(S& s, const S& other, std::span<const std::byte> bytes) {
+    { s.merge(other) } -> std::same_as<S&>;
+    { other.mergeable_with(other) } -> std::same_as<bool>;
+    { other.serialize() } -> std::same_as<std::vector<std::byte>>;
+    { S::deserialize(bytes) } -> std::same_as<S>;
+};
+
+/// A copy of `a` merged with `b`. Throws what `merge` throws.
+template <MergeableSummary S>
+[[nodiscard]] S merged(S a, const S& b) {
+    a.merge(b);
+    return a;
+}
+
+/// Merges every summary of a non-empty range, left to right. Throws
+/// std::invalid_argument for an empty range or incompatible members.
+template <std::ranges::input_range R>
+    requires MergeableSummary<std::ranges::range_value_t<R>>
+[[nodiscard]] std::ranges::range_value_t<R> merge_all(R&& range) {
+    auto it = std::ranges::begin(range);
+    const auto end = std::ranges::end(range);
+    if (it == end) detail::throw_invalid_argument("tally::merge_all: range is empty (need at least one summary)");
+    std::ranges::range_value_t<R> result = *it;
+    for (++it; it != end; ++it) result.merge(*it);
+    return result;
+}
+
+}  // namespace tally

@@ -1,0 +1,56 @@
+// Shared helpers for tally's tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tally::test {
+
+/// Size of a big statistical test: `full` in optimized builds, `small` in
+/// sanitizer and emulator builds (TALLY_SMALL_TESTS). Tests that use it are
+/// tagged [big]; their assertions must hold at both sizes.
+constexpr std::size_t big(std::size_t full, std::size_t small) noexcept {
+#if defined(TALLY_SMALL_TESTS) && TALLY_SMALL_TESTS
+    (void)full;
+    return small;
+#else
+    (void)small;
+    return full;
+#endif
+}
+
+inline constexpr bool small_tests =
+#if defined(TALLY_SMALL_TESTS) && TALLY_SMALL_TESTS
+    true;
+#else
+    false;
+#endif
+
+/// A tiny deterministic generator for tests (SplitMix64): fixed seeds, same
+/// sequence on every platform, unlike std::uniform_int_distribution.
+class Rng {
+  public:
+    explicit constexpr Rng(std::uint64_t seed) noexcept : state_(seed) {}
+    constexpr std::uint64_t next() noexcept {
+        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    /// Uniform in [0, n), n > 0 (Lemire's multiply-shift; bias < n / 2^64).
+    std::uint64_t below(std::uint64_t n) noexcept {
+        __extension__ typedef unsigned __int128 u128;
+        return static_cast<std::uint64_t>((static_cast<u128>(next()) * n) >> 64);
+    }
+    /// Uniform in [0, 1).
+    double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+    std::uint64_t operator()() noexcept { return next(); }
+    using result_type = std::uint64_t;
+    static constexpr std::uint64_t min() noexcept { return 0; }
+    static constexpr std::uint64_t max() noexcept { return ~std::uint64_t{0}; }
+
+  private:
+    std::uint64_t state_;
+};
+
+}  // namespace tally::test
