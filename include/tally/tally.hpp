@@ -1,5 +1,8 @@
 // tally/tally.hpp: the umbrella header. Includes every public tally header.
-#pragma once
+// An include guard rather than #pragma once, so the header also compiles as a
+// main file (g++ -x c++ tally.hpp) without a warning.
+#ifndef TALLY_TALLY_HPP
+#define TALLY_TALLY_HPP
 
 #include "version.hpp"
 
@@ -8,3 +11,24 @@
 #include "core/platform.hpp"
 #include "core/serialize.hpp"
 #include "core/summary.hpp"
+
+#include "window/sliding_counter.hpp"
+
+#include "limit/decision.hpp"
+#include "limit/fixed_window.hpp"
+#include "limit/gcra.hpp"
+#include "limit/keyed.hpp"
+#include "limit/quota.hpp"
+#include "limit/sliding_log.hpp"
+#include "limit/sliding_window.hpp"
+#include "limit/token_bucket.hpp"
+
+#include "sketch/bloom_filter.hpp"
+#include "sketch/count_min.hpp"
+#include "sketch/hyperloglog.hpp"
+#include "sketch/reservoir.hpp"
+#include "sketch/tdigest.hpp"
+#include "sketch/top_k.hpp"
+#include "sketch/weighted_reservoir.hpp"
+
+#endif  // TALLY_TALLY_HPP
