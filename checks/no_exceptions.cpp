@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <limits>
 #include <vector>
 
 namespace {

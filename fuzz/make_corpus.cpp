@@ -1,5 +1,6 @@
 // Writes real serialized summaries as the fuzzers' seed corpus:
 //   make_corpus <dir>   ->  <dir>/<target>/<case>.bin
+// The committed corpus in fuzz/corpus/ was made by this program.
 #include <tally/tally.hpp>
 
 #include <cstdio>
@@ -12,11 +13,21 @@ namespace {
 
 std::filesystem::path root;
 
-void put(const std::string& target, const std::string& name, const std::vector<std::byte>& bytes) {
+void put(const std::string& target, const std::string& name, const void* data, std::size_t size) {
     const auto dir = root / target;
     std::filesystem::create_directories(dir);
     std::ofstream(dir / (name + ".bin"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+}
+void put(const std::string& target, const std::string& name, const std::vector<std::byte>& bytes) {
+    put(target, name, bytes.data(), bytes.size());
+}
+// For targets whose first byte selects the item type.
+void put_tagged(const std::string& target, const std::string& name, std::uint8_t tag,
+                const std::vector<std::byte>& bytes) {
+    std::vector<std::byte> b{static_cast<std::byte>(tag)};
+    b.insert(b.end(), bytes.begin(), bytes.end());
+    put(target, name, b);
 }
 
 }  // namespace
@@ -27,6 +38,79 @@ int main(int argc, char** argv) {
         return 2;
     }
     root = argv[1];
-    (void)put;
+
+    {
+        tally::SlidingCounter<std::uint32_t, 8> c(10);
+        put("sliding_counter", "empty", c.serialize());
+        for (std::uint64_t t = 0; t < 200; t += 3) c.add(t, static_cast<std::uint32_t>(t % 5));
+        put("sliding_counter", "filled", c.serialize());
+    }
+    for (int p : {4, 10, 14}) {
+        tally::HyperLogLog h(p);
+        put("hyperloglog", "empty_p" + std::to_string(p), h.serialize());
+        for (std::uint64_t i = 0; i < 50; ++i) h.add(i);
+        put("hyperloglog", "small_p" + std::to_string(p), h.serialize());
+        for (std::uint64_t i = 0; i < 20000; ++i) h.add(i);
+        put("hyperloglog", "large_p" + std::to_string(p), h.serialize());
+    }
+    {
+        tally::HyperLogLog h(14);
+        const auto dense = h.to_redis();
+        put("hyperloglog_redis", "dense_empty", dense.data(), dense.size());
+        for (std::uint64_t i = 0; i < 1000; ++i) h.add(i);
+        const auto d2 = h.to_redis();
+        put("hyperloglog_redis", "dense_1000", d2.data(), d2.size());
+        // Redis sparse strings: an empty sketch (one XZERO run of 16384) and a few VAL opcodes.
+        const unsigned char sparse_empty[] = {'H', 'Y', 'L', 'L', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff};
+        put("hyperloglog_redis", "sparse_empty", sparse_empty, sizeof sparse_empty);
+        const unsigned char sparse_vals[] = {'H', 'Y', 'L', 'L', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80,
+                                             0x40, 0x10, 0x84, 0x7f, 0xec};
+        put("hyperloglog_redis", "sparse_vals", sparse_vals, sizeof sparse_vals);
+    }
+    {
+        tally::CountMin<std::uint32_t> c(64, 4);
+        put("count_min", "empty", c.serialize());
+        for (std::uint64_t i = 0; i < 500; ++i) c.add(i % 37, i % 3 + 1);
+        put("count_min", "filled", c.serialize());
+    }
+    {
+        tally::TopK<std::uint64_t> t(8);
+        put_tagged("top_k", "u64_empty", 0, t.serialize());
+        for (std::uint64_t i = 0; i < 300; ++i) t.add(i % 13 == 0 ? 1 : i % 29);
+        put_tagged("top_k", "u64_filled", 0, t.serialize());
+        tally::TopK<std::string> s(4);
+        for (int i = 0; i < 50; ++i) s.add(std::string("key") + std::to_string(i % 7));
+        put_tagged("top_k", "string_filled", 1, s.serialize());
+    }
+    {
+        tally::BloomFilter<> b(100, 0.01);
+        put("bloom_filter", "empty", b.serialize());
+        for (std::uint64_t i = 0; i < 100; ++i) b.add(i);
+        put("bloom_filter", "filled", b.serialize());
+    }
+    {
+        tally::Reservoir<std::uint64_t> r(4, 1);
+        put_tagged("reservoir", "u64_empty", 0, r.serialize());
+        for (std::uint64_t i = 0; i < 100; ++i) r.add(i);
+        put_tagged("reservoir", "u64_filled", 0, r.serialize());
+        tally::Reservoir<std::string> s(3, 2);
+        for (int i = 0; i < 20; ++i) s.add(std::string("item") + std::to_string(i));
+        put_tagged("reservoir", "string_filled", 1, s.serialize());
+    }
+    {
+        tally::WeightedReservoir<std::uint64_t> r(4, 1);
+        put("weighted_reservoir", "empty", r.serialize());
+        for (std::uint64_t i = 0; i < 100; ++i) r.add(i, 1.0 + static_cast<double>(i % 5));
+        put("weighted_reservoir", "filled", r.serialize());
+    }
+    {
+        tally::TDigest t(50);
+        put("tdigest", "empty", t.serialize());
+        t.add(3.5);
+        put("tdigest", "single", t.serialize());
+        for (int i = 0; i < 2000; ++i) t.add(static_cast<double>(i % 97) * 1.5, 1.0 + (i % 3));
+        put("tdigest", "filled", t.serialize());
+    }
+    std::printf("corpus written to %s\n", argv[1]);
     return 0;
 }
