@@ -1,0 +1,200 @@
+// BloomFilter (one cache line per key, SIMD) next to a classic unblocked
+// Bloom filter (k independent positions over the whole array) in the same
+// run, both at 1% for 100K and 10M keys, plus the prefetching batch API.
+//
+// Names are BM_<impl>/<op>/<keys> so that scripts/bench_summary.py pairs each
+// row with BM_classic_bloom_baseline/<op>/<keys>. Counters: bits_per_item and
+// the fpp measured on 1M keys that were never added.
+#include <tally/sketch/bloom_filter.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr double target_fpp = 0.01;
+constexpr std::uint64_t miss_base = std::uint64_t{1} << 40;  // probes never added
+constexpr std::uint64_t fpp_probes = 1'000'000;
+
+// Baseline: the textbook filter. m = -n ln(p) / ln(2)^2 bits, k = round(m/n ln 2)
+// positions h1 + i*h2 (Kirsch & Mitzenmacher) spread over the whole array, so
+// a key touches up to k cache lines.
+class ClassicBloom {
+  public:
+    ClassicBloom(std::size_t n, double p) {
+        const double m = std::ceil(-static_cast<double>(n) * std::log(p) / (std::log(2.0) * std::log(2.0)));
+        bits_ = static_cast<std::uint64_t>(m);
+        k_ = static_cast<unsigned>(std::lround(m / static_cast<double>(n) * std::log(2.0)));
+        words_.assign((bits_ + 63) / 64, 0);
+    }
+    void add(std::uint64_t key) noexcept {
+        const std::uint64_t h = tally::hash_of(key);
+        std::uint64_t a = h, b = (h >> 32) | (h << 32) | 1;
+        for (unsigned i = 0; i < k_; ++i, a += b) {
+            const std::uint64_t bit = pos(a);
+            words_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+        }
+    }
+    bool contains(std::uint64_t key) const noexcept {
+        const std::uint64_t h = tally::hash_of(key);
+        std::uint64_t a = h, b = (h >> 32) | (h << 32) | 1;
+        for (unsigned i = 0; i < k_; ++i, a += b) {
+            const std::uint64_t bit = pos(a);
+            if ((words_[bit >> 6] & (std::uint64_t{1} << (bit & 63))) == 0) return false;
+        }
+        return true;
+    }
+    double bits_per_item(std::size_t n) const noexcept { return static_cast<double>(bits_) / static_cast<double>(n); }
+
+  private:
+    std::uint64_t pos(std::uint64_t a) const noexcept {
+        return static_cast<std::uint64_t>((static_cast<tally::detail::uint128_t>(a) * bits_) >> 64);
+    }
+    std::uint64_t bits_ = 0;
+    unsigned k_ = 0;
+    std::vector<std::uint64_t> words_;
+};
+
+template <class F>
+double measure_fpp(const F& f) {
+    std::uint64_t fp = 0;
+    for (std::uint64_t i = 0; i < fpp_probes; ++i) fp += f.contains(miss_base + i) ? 1 : 0;
+    return static_cast<double>(fp) / static_cast<double>(fpp_probes);
+}
+
+template <class F>
+double bits_per_item(const F& f, std::size_t n) {
+    if constexpr (std::is_same_v<F, ClassicBloom>)
+        return f.bits_per_item(n);
+    else
+        return f.bits_per_item();
+}
+
+// Filters holding keys [0, n) are built once per size, with their measured
+// fpp, and shared by every row of that size.
+template <class F>
+struct Filled {
+    F filter;
+    double fpp;
+    double bits_per_item;
+};
+template <class F>
+const Filled<F>& filled(std::size_t n) {
+    static std::map<std::size_t, std::unique_ptr<Filled<F>>> cache;
+    auto& slot = cache[n];
+    if (!slot) {
+        F f(n, target_fpp);
+        for (std::uint64_t i = 0; i < n; ++i) f.add(i);
+        const double fpp = measure_fpp(f);
+        const double bpi = bits_per_item(f, n);
+        slot = std::make_unique<Filled<F>>(Filled<F>{std::move(f), fpp, bpi});
+    }
+    return *slot;
+}
+
+enum class Op { add, hit, miss };
+
+template <class F>
+void run(benchmark::State& state, std::size_t n, Op op, bool scalar = false) {
+    const auto& ref = filled<F>(n);
+    if (op == Op::add) {
+        F f(n, target_fpp);
+        if constexpr (!std::is_same_v<F, ClassicBloom>) tally::detail::bloom_force_scalar(f, scalar);
+        std::uint64_t key = 0;
+        for (auto _ : state) {
+            f.add(key);
+            if (++key == n) key = 0;  // the filter never holds more than n keys
+        }
+        benchmark::DoNotOptimize(f);
+    } else {
+        F copy = ref.filter;  // a private copy so that force_scalar does not leak
+        if constexpr (!std::is_same_v<F, ClassicBloom>) tally::detail::bloom_force_scalar(copy, scalar);
+        const F& f = copy;
+        std::uint64_t key = op == Op::hit ? 0 : miss_base;
+        const std::uint64_t first = key, last = key + n;
+        std::uint64_t found = 0;
+        for (auto _ : state) {
+            found += f.contains(key) ? 1 : 0;
+            if (++key == last) key = first;
+        }
+        benchmark::DoNotOptimize(found);
+        if (op == Op::hit && found != static_cast<std::uint64_t>(state.iterations()))
+            state.SkipWithError("false negative");
+    }
+    state.counters["bits_per_item"] = ref.bits_per_item;
+    state.counters["fpp"] = ref.fpp;
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
+// The batch API: hashes in chunks of 256, prefetched 8 keys ahead inside.
+void run_batch(benchmark::State& state, std::size_t n, Op op) {
+    using F = tally::BloomFilter<>;
+    const auto& ref = filled<F>(n);
+    F f = op == Op::add ? F(n, target_fpp) : ref.filter;
+    constexpr std::size_t chunk = 256;
+    std::uint64_t hashes[chunk];
+    bool out[chunk];
+    const std::uint64_t first = op == Op::miss ? miss_base : 0;
+    std::uint64_t key = first, found = 0;
+    for (auto _ : state) {
+        for (std::size_t i = 0; i < chunk; ++i) {
+            hashes[i] = tally::hash_of(key);
+            if (++key == first + n) key = first;
+        }
+        if (op == Op::add)
+            f.add_hashes(hashes);
+        else
+            found += f.contains_hashes(hashes, out);
+    }
+    benchmark::DoNotOptimize(found);
+    benchmark::DoNotOptimize(f);
+    state.counters["bits_per_item"] = ref.bits_per_item;
+    state.counters["fpp"] = ref.fpp;
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * chunk));
+}
+
+std::string size_name(std::size_t n) {
+    return n >= 1'000'000 ? std::to_string(n / 1'000'000) + "M" : std::to_string(n / 1000) + "K";
+}
+
+void register_all() {
+    // Quick mode (scripts/bench headline): both sizes, without the scalar rows.
+    const bool quick = std::getenv("TALLY_BENCH_QUICK") != nullptr;
+    const std::pair<const char*, Op> ops[] = {{"add", Op::add}, {"contains_hit", Op::hit}, {"contains_miss", Op::miss}};
+    for (std::size_t n : {std::size_t{100'000}, std::size_t{10'000'000}}) {
+        const std::string s = size_name(n);
+        for (const auto& [op_name, op] : ops) {
+            const std::string suffix = std::string("/") + op_name + "/" + s;
+            const Op o = op;
+            benchmark::RegisterBenchmark(("BM_bloom" + suffix).c_str(),
+                                         [n, o](benchmark::State& st) { run<tally::BloomFilter<>>(st, n, o); });
+            benchmark::RegisterBenchmark(("BM_bloom_batch" + suffix).c_str(),
+                                         [n, o](benchmark::State& st) { run_batch(st, n, o); });
+            if (!quick)
+                benchmark::RegisterBenchmark(("BM_bloom_scalar" + suffix).c_str(), [n, o](benchmark::State& st) {
+                    run<tally::BloomFilter<>>(st, n, o, true);
+                });
+            benchmark::RegisterBenchmark(("BM_classic_bloom_baseline" + suffix).c_str(),
+                                         [n, o](benchmark::State& st) { run<ClassicBloom>(st, n, o); });
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::AddCustomContext("bloom_simd", tally::detail::bloom_simd_name<tally::BloomFilter<>::block_bits>());
+    register_all();
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

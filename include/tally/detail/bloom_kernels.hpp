@@ -1,0 +1,404 @@
+// tally/detail/bloom_kernels.hpp: the per-key kernels of tally::BloomFilter
+// (scalar, AVX2, NEON) and the exact sizing formula. Not for direct use.
+//
+// A block of W bits is held as W/32 32-bit words ("slots"). The filter's k
+// lanes are contiguous runs of L = W/k bits (L >= 32, a power of two). For a
+// key with 32-bit in-block hash x, lane i sets lane bit
+//     idx_i = (x * salt_i mod 2^32) >> (32 - log2 L),
+// i.e. block bit i*L + idx_i. The SIMD kernels compute the same thing per
+// slot: slot g belongs to lane g / (L/32) and covers lane bits
+// [base_g, base_g + 32) with base_g = (g mod (L/32)) * 32, so it receives
+// 1 << (idx - base_g) when 0 <= idx - base_g < 32 and nothing otherwise. AVX2's
+// variable shift yields 0 for counts >= 32 (a negative difference is a huge
+// unsigned count), NEON's needs the count clamped to [-1, 32]; either way
+// every path sets identical bits, which tests/test_bloom_filter.cpp checks.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "../core/hash.hpp"
+#include "../core/platform.hpp"
+
+#if !defined(TALLY_NO_SIMD)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define TALLY_BLOOM_AVX2 1
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define TALLY_BLOOM_NEON 1
+#endif
+#endif
+#if !defined(TALLY_BLOOM_AVX2)
+#define TALLY_BLOOM_AVX2 0
+#endif
+#if !defined(TALLY_BLOOM_NEON)
+#define TALLY_BLOOM_NEON 0
+#endif
+
+namespace tally::detail {
+
+/// The salt (odd multiplier) of lane i: SplitMix64 outputs, forced odd. Part
+/// of the wire format (format version 1): changing them moves every bit.
+constexpr std::uint32_t bloom_salt(std::uint32_t lane) noexcept {
+    return static_cast<std::uint32_t>(mix64(0x5bd1e9955bd1e995ull + lane) >> 32) | 1u;
+}
+
+struct BloomSalts {
+    std::uint32_t v[128];
+};
+inline constexpr BloomSalts bloom_salts = [] {
+    BloomSalts s{};
+    for (std::uint32_t i = 0; i < 128; ++i) s.v[i] = bloom_salt(i);
+    return s;
+}();
+
+/// Lookup tables of one (W, k) layout, held by each filter so that the kernels
+/// read them from L1 and need no per-call arithmetic on k.
+template <std::size_t W>
+struct BloomLayout {
+    static constexpr std::size_t slots = W / 32;
+    alignas(32) std::uint32_t slot_salt[slots] = {};  // salt of the lane holding slot g
+    alignas(32) std::uint32_t slot_base[slots] = {};  // first lane bit slot g holds
+    std::uint32_t k = 0;                              // lanes = bits set per key
+    std::uint32_t lane_log2 = 0;                      // log2 L
+    std::uint32_t shift = 0;                          // 32 - log2 L
+
+    /// k must be a power of two in [1, W/32].
+    static BloomLayout make(std::uint32_t k) noexcept {
+        BloomLayout t;
+        t.k = k;
+        std::uint32_t lane_bits = static_cast<std::uint32_t>(W) / k;
+        while ((1u << t.lane_log2) < lane_bits) ++t.lane_log2;
+        t.shift = 32 - t.lane_log2;
+        const std::uint32_t slots_per_lane = lane_bits / 32;
+        for (std::uint32_t g = 0; g < slots; ++g) {
+            t.slot_salt[g] = bloom_salts.v[g / slots_per_lane];
+            t.slot_base[g] = (g % slots_per_lane) * 32;
+        }
+        return t;
+    }
+};
+
+/// The per-filter remix of a key's hash (identity for seed 0).
+TALLY_ALWAYS_INLINE std::uint64_t bloom_rehash(std::uint64_t h, std::uint64_t seed) noexcept {
+    return seed != 0 ? mix64(h ^ seed) : h;
+}
+
+/// Block of hash h among nblocks: Lemire's fastrange on the high bits.
+TALLY_ALWAYS_INLINE std::size_t bloom_block_index(std::uint64_t h, std::uint64_t nblocks) noexcept {
+    return static_cast<std::size_t>((static_cast<uint128_t>(h) * nblocks) >> 64);
+}
+
+// ---------------------------------------------------------------- scalar
+
+// One kernel per k, so that the lane count, shifts and salts are constants
+// and the loop unrolls into immediate multiplies; the runtime k picks one
+// through a short chain of well-predicted compares.
+template <std::size_t W, std::uint32_t K>
+TALLY_ALWAYS_INLINE void bloom_add_scalar_k(std::uint32_t* block, std::uint32_t x) noexcept {
+    constexpr std::uint32_t lane_log2 = static_cast<std::uint32_t>(std::countr_zero(W / K));
+    for (std::uint32_t i = 0; i < K; ++i) {
+        const std::uint32_t bit = (i << lane_log2) + ((x * bloom_salts.v[i]) >> (32 - lane_log2));
+        block[bit >> 5] |= 1u << (bit & 31);
+    }
+}
+
+template <std::size_t W, std::uint32_t K>
+TALLY_ALWAYS_INLINE bool bloom_contains_scalar_k(const std::uint32_t* block, std::uint32_t x) noexcept {
+    // Branch-free: a miss is as likely to fail in the last lane as the first,
+    // so an early exit mostly buys mispredictions.
+    constexpr std::uint32_t lane_log2 = static_cast<std::uint32_t>(std::countr_zero(W / K));
+    std::uint32_t missing = 0;
+    for (std::uint32_t i = 0; i < K; ++i) {
+        const std::uint32_t bit = (i << lane_log2) + ((x * bloom_salts.v[i]) >> (32 - lane_log2));
+        missing |= ~block[bit >> 5] & (1u << (bit & 31));
+    }
+    return missing == 0;
+}
+
+template <std::size_t W, std::uint32_t K = 1>
+TALLY_ALWAYS_INLINE void bloom_add_scalar(std::uint32_t* block, std::uint32_t x, const BloomLayout<W>& t) noexcept {
+    if constexpr (K < W / 32) {
+        if (t.k != K) return bloom_add_scalar<W, K * 2>(block, x, t);
+    }
+    bloom_add_scalar_k<W, K>(block, x);
+}
+
+template <std::size_t W, std::uint32_t K = 1>
+TALLY_ALWAYS_INLINE bool bloom_contains_scalar(const std::uint32_t* block, std::uint32_t x,
+                                               const BloomLayout<W>& t) noexcept {
+    if constexpr (K < W / 32) {
+        if (t.k != K) return bloom_contains_scalar<W, K * 2>(block, x, t);
+    }
+    return bloom_contains_scalar_k<W, K>(block, x);
+}
+
+// ---------------------------------------------------------------- AVX2
+#if TALLY_BLOOM_AVX2
+#define TALLY_BLOOM_TARGET_AVX2 __attribute__((target("avx2")))
+
+/// AVX2 is usable: compiled in with -mavx2, else asked of the CPU once.
+inline bool bloom_cpu_has_avx2() noexcept {
+#if defined(__AVX2__)
+    return true;
+#else
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") != 0;
+    }();
+    return has;
+#endif
+}
+
+template <std::size_t W>
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_bits(__m256i vx, __m128i shift, std::size_t v,
+                                                                    const BloomLayout<W>& t) noexcept {
+    const __m256i salt = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.slot_salt) + v);
+    const __m256i base = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.slot_base) + v);
+    const __m256i idx = _mm256_srl_epi32(_mm256_mullo_epi32(vx, salt), shift);
+    return _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_sub_epi32(idx, base));
+}
+
+template <std::size_t W>
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_add_avx2_core(std::uint32_t* block, std::uint32_t x,
+                                                                     const BloomLayout<W>& t) noexcept {
+    static_assert(W % 256 == 0);
+    const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
+    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
+    auto* p = reinterpret_cast<__m256i*>(block);  // blocks are aligned to >= 32 bytes
+    for (std::size_t v = 0; v < W / 256; ++v)
+        _mm256_store_si256(p + v, _mm256_or_si256(_mm256_load_si256(p + v), bloom_avx2_bits(vx, shift, v, t)));
+}
+
+template <std::size_t W>
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE bool bloom_contains_avx2_core(const std::uint32_t* block, std::uint32_t x,
+                                                                          const BloomLayout<W>& t) noexcept {
+    static_assert(W % 256 == 0);
+    const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
+    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
+    const auto* p = reinterpret_cast<const __m256i*>(block);
+    __m256i missing = _mm256_setzero_si256();
+    for (std::size_t v = 0; v < W / 256; ++v)
+        missing =
+            _mm256_or_si256(missing, _mm256_andnot_si256(_mm256_load_si256(p + v), bloom_avx2_bits(vx, shift, v, t)));
+    return _mm256_testz_si256(missing, missing) != 0;
+}
+
+// Out-of-line entry points: a caller built without -mavx2 cannot inline
+// these, so per-key calls cost a call; the batch loops below pay it once.
+template <std::size_t W>
+TALLY_BLOOM_TARGET_AVX2 void bloom_add_avx2(std::uint32_t* block, std::uint32_t x, const BloomLayout<W>& t) noexcept {
+    bloom_add_avx2_core<W>(block, x, t);
+}
+
+template <std::size_t W>
+TALLY_BLOOM_TARGET_AVX2 bool bloom_contains_avx2(const std::uint32_t* block, std::uint32_t x,
+                                                 const BloomLayout<W>& t) noexcept {
+    return bloom_contains_avx2_core<W>(block, x, t);
+}
+
+/// add for each of n hashes, prefetching `ahead` keys in advance. `blocks`
+/// is the storage of nblocks blocks of W bits; `seed` as in BloomFilter.
+template <std::size_t W>
+TALLY_BLOOM_TARGET_AVX2 void bloom_add_many_avx2(unsigned char* blocks, std::uint64_t nblocks, std::uint64_t seed,
+                                                 const std::uint64_t* hashes, std::size_t n, std::size_t ahead,
+                                                 const BloomLayout<W>& t) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i + ahead < n)
+            prefetch_read(blocks + bloom_block_index(bloom_rehash(hashes[i + ahead], seed), nblocks) * (W / 8));
+        const std::uint64_t h = bloom_rehash(hashes[i], seed);
+        auto* block = reinterpret_cast<std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
+        bloom_add_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
+    }
+}
+
+/// out[i] = contains for each of n hashes; returns the number of positives.
+template <std::size_t W>
+TALLY_BLOOM_TARGET_AVX2 std::size_t bloom_contains_many_avx2(const unsigned char* blocks, std::uint64_t nblocks,
+                                                             std::uint64_t seed, const std::uint64_t* hashes,
+                                                             std::size_t n, std::size_t ahead, bool* out,
+                                                             const BloomLayout<W>& t) noexcept {
+    std::size_t positives = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i + ahead < n)
+            prefetch_read(blocks + bloom_block_index(bloom_rehash(hashes[i + ahead], seed), nblocks) * (W / 8));
+        const std::uint64_t h = bloom_rehash(hashes[i], seed);
+        const auto* block = reinterpret_cast<const std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
+        const bool hit = bloom_contains_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
+        out[i] = hit;
+        positives += hit ? 1 : 0;
+    }
+    return positives;
+}
+#endif
+
+// ---------------------------------------------------------------- NEON
+#if TALLY_BLOOM_NEON
+TALLY_ALWAYS_INLINE uint32x4_t bloom_neon_bits(uint32x4_t vx, int32x4_t neg_shift, const std::uint32_t* salt,
+                                               const std::uint32_t* base) noexcept {
+    const uint32x4_t idx = vshlq_u32(vmulq_u32(vx, vld1q_u32(salt)), neg_shift);  // >> shift
+    int32x4_t d = vsubq_s32(vreinterpretq_s32_u32(idx), vreinterpretq_s32_u32(vld1q_u32(base)));
+    // NEON shifts read only the low byte of the count: clamp to [-1, 32],
+    // where 1 >> 1 and 1 << 32 are both 0.
+    d = vmaxq_s32(vminq_s32(d, vdupq_n_s32(32)), vdupq_n_s32(-1));
+    return vshlq_u32(vdupq_n_u32(1), d);
+}
+
+template <std::size_t W>
+inline void bloom_add_neon(std::uint32_t* block, std::uint32_t x, const BloomLayout<W>& t) noexcept {
+    static_assert(W % 128 == 0);
+    const uint32x4_t vx = vdupq_n_u32(x);
+    const int32x4_t neg_shift = vdupq_n_s32(-static_cast<std::int32_t>(t.shift));
+    for (std::size_t v = 0; v < W / 128; ++v) {
+        const uint32x4_t bits = bloom_neon_bits(vx, neg_shift, t.slot_salt + 4 * v, t.slot_base + 4 * v);
+        vst1q_u32(block + 4 * v, vorrq_u32(vld1q_u32(block + 4 * v), bits));
+    }
+}
+
+template <std::size_t W>
+inline bool bloom_contains_neon(const std::uint32_t* block, std::uint32_t x, const BloomLayout<W>& t) noexcept {
+    static_assert(W % 128 == 0);
+    const uint32x4_t vx = vdupq_n_u32(x);
+    const int32x4_t neg_shift = vdupq_n_s32(-static_cast<std::int32_t>(t.shift));
+    uint32x4_t missing = vdupq_n_u32(0);
+    for (std::size_t v = 0; v < W / 128; ++v) {
+        const uint32x4_t bits = bloom_neon_bits(vx, neg_shift, t.slot_salt + 4 * v, t.slot_base + 4 * v);
+        missing = vorrq_u32(missing, vbicq_u32(bits, vld1q_u32(block + 4 * v)));  // bits & ~block
+    }
+    return vmaxvq_u32(missing) == 0;
+}
+#endif
+
+/// Whether this build and CPU have a SIMD kernel for W-bit blocks.
+template <std::size_t W>
+inline bool bloom_simd_available() noexcept {
+#if TALLY_BLOOM_AVX2
+    return W % 256 == 0 && bloom_cpu_has_avx2();
+#elif TALLY_BLOOM_NEON
+    return W % 128 == 0;
+#else
+    return false;
+#endif
+}
+
+/// Name of the SIMD kernel this build would use ("avx2", "neon", "none").
+template <std::size_t W>
+inline const char* bloom_simd_name() noexcept {
+    if (!bloom_simd_available<W>()) return "none";
+    return TALLY_BLOOM_AVX2 ? "avx2" : "neon";
+}
+
+// ---------------------------------------------------------------- sizing
+
+/// ln(m!) for integer m >= 0 (Stirling's series beyond 16; lgamma is not
+/// thread-safe on every libc, as it writes the global signgam).
+inline double bloom_log_factorial(double m) noexcept {
+    if (m < 16) {
+        double r = 0;
+        for (double i = 2; i <= m; i += 1) r += std::log(i);
+        return r;
+    }
+    const double inv = 1.0 / m;
+    return m * std::log(m) - m + 0.5 * std::log(2 * 3.14159265358979323846 * m) + inv / 12.0 - inv * inv * inv / 360.0;
+}
+
+inline double bloom_pow(double b, std::uint32_t e) noexcept {
+    double r = 1.0;
+    while (e != 0) {
+        if (e & 1u) r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return r;
+}
+
+/// Exact false-positive rate of a split-block filter whose blocks receive
+/// Poisson(lambda) keys, with k lanes of lane_bits bits each:
+///     FPR = sum_j Poisson(j; lambda) * (1 - (1 - 1/lane_bits)^j)^k.
+/// The sum starts at the mode and walks outwards until the remaining
+/// Poisson mass cannot move the result in its 15th significant digit.
+inline double bloom_blocked_fpr(double lambda, double lane_bits, std::uint32_t k) noexcept {
+    if (!(lambda > 0)) return 0.0;
+    const double r = 1.0 - 1.0 / lane_bits;  // chance one key leaves a given lane bit clear
+    const double mode = std::floor(lambda);
+    const double p_mode = std::exp(-lambda + mode * std::log(lambda) - bloom_log_factorial(mode));
+    const double r_mode = std::pow(r, mode);
+    double sum = p_mode * bloom_pow(1.0 - r_mode, k);
+    // Upwards: inner(j) <= 1, and once j > lambda the Poisson tail beyond j is
+    // at most p_j / (1 - lambda / (j + 1)).
+    double p = p_mode;
+    double q = r_mode;
+    const double limit = mode + 60.0 * std::sqrt(lambda) + 200.0;
+    for (double j = mode + 1; j <= limit; j += 1) {
+        p *= lambda / j;
+        q *= r;
+        sum += p * bloom_pow(1.0 - q, k);
+        if (j > lambda + 1 && p * (j + 1) / (j + 1 - lambda) < 1e-16 * sum) break;
+        if (p < 1e-300) break;
+    }
+    // Downwards: both the Poisson weight and inner(j) shrink, so stop once a
+    // term is negligible.
+    p = p_mode;
+    q = r_mode;
+    for (double j = mode; j >= 1; j -= 1) {
+        p *= j / lambda;  // p_{j-1}
+        q /= r;
+        const double term = p * bloom_pow(1.0 - q, k);
+        sum += term;
+        if (term < 1e-17 * sum || p < 1e-300) break;
+    }
+    return sum;
+}
+
+/// Largest number of bytes a BloomFilter may occupy (2^46, 64 TiB), which
+/// also bounds what deserialize will allocate.
+inline constexpr std::uint64_t bloom_max_bytes =
+    std::numeric_limits<std::size_t>::max() / 2 < (std::uint64_t{1} << 46)
+        ? static_cast<std::uint64_t>(std::numeric_limits<std::size_t>::max() / 2)
+        : (std::uint64_t{1} << 46);
+
+/// Smallest block count B with bloom_blocked_fpr(n / B) <= fpp for W-bit
+/// blocks and k lanes, or 0 when it would exceed max_blocks.
+inline std::uint64_t bloom_blocks_for(double n, double fpp, double W, std::uint32_t k,
+                                      std::uint64_t max_blocks) noexcept {
+    const double lane_bits = W / k;
+    auto meets = [&](std::uint64_t b) { return bloom_blocked_fpr(n / static_cast<double>(b), lane_bits, k) <= fpp; };
+    // No filter beats log2(1/fpp) bits per key, so start the search there.
+    const double start = std::floor(n * std::log2(1.0 / fpp) / W);
+    std::uint64_t lo = 0;  // invariant: lo fails (0 blocks always fails)
+    std::uint64_t hi =
+        start < 1 ? 1 : (start > static_cast<double>(max_blocks) ? max_blocks : static_cast<std::uint64_t>(start));
+    while (!meets(hi)) {
+        if (hi >= max_blocks) return 0;
+        lo = hi;
+        hi = hi > max_blocks / 2 ? max_blocks : hi * 2;
+    }
+    while (hi - lo > 1) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        if (meets(mid))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
+/// Bits per key a W-bit, k-lane layout needs for fpp with unlimited blocks
+/// (the continuous version of bloom_blocks_for; used to document sizing).
+inline double bloom_bits_per_key(double fpp, double W, std::uint32_t k) noexcept {
+    double lo = 0.01, hi = 4096.0;
+    for (int it = 0; it < 200; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        if (bloom_blocked_fpr(W / mid, W / k, k) <= fpp)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
+}  // namespace tally::detail
