@@ -9,6 +9,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_support.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,25 +22,8 @@
 
 namespace {
 
-constexpr std::size_t stream_len = std::size_t{1} << 20;
-
-const std::vector<std::uint64_t>& zipf_keys() {
-    static const std::vector<std::uint64_t> keys = [] {
-        const std::size_t universe = 1'000'000;
-        std::vector<double> cdf(universe);
-        double acc = 0;
-        for (std::size_t i = 0; i < universe; ++i) cdf[i] = acc += 1.0 / static_cast<double>(i + 1);
-        std::vector<std::uint64_t> out(stream_len);
-        std::uint64_t x = 0x2545F4914F6CDD1Dull;
-        for (auto& k : out) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
-            const double u = static_cast<double>(x >> 11) * 0x1.0p-53 * acc;
-            k = static_cast<std::uint64_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
-        }
-        return out;
-    }();
-    return keys;
-}
+using tally::bench::stream_len;
+using tally::bench::zipf_keys;
 
 const std::unordered_map<std::uint64_t, std::uint64_t>& exact_counts() {
     static const auto truth = [] {
@@ -119,7 +104,7 @@ void BM_unordered_map_baseline(benchmark::State& state) {
 int main(int argc, char** argv) {
     (void)zipf_keys();
     (void)exact_counts();
-    const bool quick = std::getenv("TALLY_BENCH_QUICK") != nullptr;
+    const bool quick = tally::bench::quick();
     benchmark::RegisterBenchmark("BM_unordered_map_baseline", BM_unordered_map_baseline);
     for (const std::int64_t width : {std::int64_t{2048}, std::int64_t{1} << 20}) {
         benchmark::RegisterBenchmark("BM_count_min_add", BM_count_min_add, false)->Arg(width);

@@ -19,23 +19,11 @@ using tally::CountMinOptions;
 using tally::test::big;
 using tally::test::Rng;
 
+using tally::test::message_of;
+using tally::test::Zipf;
+
 namespace {
 
-// Zipf(s) over ranks 0..n-1 by inverse CDF: exact, deterministic with Rng.
-class Zipf {
-  public:
-    Zipf(std::size_t n, double s) : cdf_(n) {
-        double acc = 0;
-        for (std::size_t i = 0; i < n; ++i) cdf_[i] = acc += 1.0 / std::pow(static_cast<double>(i + 1), s);
-    }
-    std::uint64_t operator()(Rng& rng) const {
-        const double u = rng.uniform() * cdf_.back();
-        return static_cast<std::uint64_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
-    }
-
-  private:
-    std::vector<double> cdf_;
-};
 
 std::vector<std::uint64_t> zipf_stream(std::size_t n, std::size_t universe, double s, std::uint64_t seed) {
     Zipf z(universe, s);
@@ -45,15 +33,6 @@ std::vector<std::uint64_t> zipf_stream(std::size_t n, std::size_t universe, doub
     return out;
 }
 
-template <class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return "(no std::invalid_argument)";
-}
 
 std::vector<std::byte> to_bytes(std::initializer_list<int> v) {
     std::vector<std::byte> out;

@@ -19,16 +19,10 @@ using tally::HyperLogLog;
 using tally::detail::mix64;
 using Mode = tally::HllHashMode;
 
+using tally::test::message_of;
+
 namespace {
 
-std::string invalid_argument_message(auto&& f) {
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return "<no std::invalid_argument>";
-}
 
 std::vector<std::byte> to_bytes(std::initializer_list<int> xs) {
     std::vector<std::byte> v;
@@ -97,11 +91,11 @@ double classical_estimate(const HyperLogLog& h) {
 }  // namespace
 
 TEST_CASE("HyperLogLog: precision is checked with a message naming it", "[hyperloglog]") {
-    CHECK(invalid_argument_message([] { HyperLogLog h(3); }) ==
+    CHECK(message_of([] { HyperLogLog h(3); }) ==
           "tally::HyperLogLog: precision 3 is out of range [4, 18]");
-    CHECK(invalid_argument_message([] { HyperLogLog h(19); }) ==
+    CHECK(message_of([] { HyperLogLog h(19); }) ==
           "tally::HyperLogLog: precision 19 is out of range [4, 18]");
-    CHECK(invalid_argument_message([] { HyperLogLog h(-1); }) ==
+    CHECK(message_of([] { HyperLogLog h(-1); }) ==
           "tally::HyperLogLog: precision -1 is out of range [4, 18]");
     for (int p = 4; p <= 18; ++p) {
         const HyperLogLog h(p);
@@ -358,9 +352,9 @@ TEST_CASE("HyperLogLog: incompatible merges throw and leave the target unchanged
     tally::test::check_incompatible_merge(filled(14, 1, 100), filled(12, 1, 100));
     tally::test::check_incompatible_merge(filled(14, 1, 100), filled(14, 1, 100, Mode::redis));
     HyperLogLog a(12);
-    CHECK(invalid_argument_message([&] { a.merge(HyperLogLog(14)); }) ==
+    CHECK(message_of([&] { a.merge(HyperLogLog(14)); }) ==
           "tally::HyperLogLog::merge: precision 14 does not match 12 (fold the larger one with reduce())");
-    CHECK(invalid_argument_message([&] { a.merge(HyperLogLog(12, Mode::redis)); }) ==
+    CHECK(message_of([&] { a.merge(HyperLogLog(12, Mode::redis)); }) ==
           "tally::HyperLogLog::merge: hash mode redis does not match tally");
 }
 
@@ -388,9 +382,9 @@ TEST_CASE("HyperLogLog: reduce() folds exactly to a lower precision", "[hyperlog
         }
     }
     const HyperLogLog h(14);
-    CHECK(invalid_argument_message([&] { (void)h.reduce(15); }) ==
+    CHECK(message_of([&] { (void)h.reduce(15); }) ==
           "tally::HyperLogLog::reduce: precision 15 is out of range [4, 14]");
-    CHECK(invalid_argument_message([&] { (void)h.reduce(3); }) ==
+    CHECK(message_of([&] { (void)h.reduce(3); }) ==
           "tally::HyperLogLog::reduce: precision 3 is out of range [4, 14]");
 }
 
@@ -509,7 +503,7 @@ TEST_CASE("HyperLogLog: to_redis writes Redis's dense layout", "[hyperloglog][re
     CHECK(std::equal(t.registers().begin(), t.registers().end(),
                      HyperLogLog::from_redis(t.to_redis()).registers().begin()));
 
-    CHECK(invalid_argument_message([] { (void)HyperLogLog(12).to_redis(); }) ==
+    CHECK(message_of([] { (void)HyperLogLog(12).to_redis(); }) ==
           "tally::HyperLogLog::to_redis: precision 12 is not Redis's 14 (reduce() a larger sketch to 14 first)");
     CHECK(HyperLogLog(16, Mode::redis).reduce(14).to_redis().size() == 12304);
 }

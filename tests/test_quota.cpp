@@ -21,20 +21,13 @@ using tally::Decision;
 using tally::Quota;
 using namespace std::chrono_literals;
 
+using tally::test::message_of;
+
 namespace {
 
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
 constexpr std::uint64_t kSec = 1'000'000'000;
 
-template <class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return "<no std::invalid_argument>";
-}
 
 using SW = tally::SlidingWindowLimiter<>;
 using SW2 = tally::SlidingWindowLimiter<std::uint64_t, 2>;

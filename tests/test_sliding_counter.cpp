@@ -231,19 +231,12 @@ TEST_CASE("memory promise: State sizes", "[sliding_counter]") {
 }
 
 TEST_CASE("construction errors name the parameter, value and range", "[sliding_counter]") {
-    auto message = [](auto&& make) -> std::string {
-        try {
-            make();
-        } catch (const std::invalid_argument& e) {
-            return e.what();
-        }
-        return "no exception";
-    };
-    CHECK(message([] { SlidingCounter<u32, 8> c(0); }) ==
+    using tally::test::message_of;
+    CHECK(message_of([] { SlidingCounter<u32, 8> c(0); }) ==
           "tally::SlidingCounter: bucket_ns 0 is out of range [1, 2635249153387078802]");
-    CHECK(message([] { SlidingCounter<u32, 2> c(0); }) ==
+    CHECK(message_of([] { SlidingCounter<u32, 2> c(0); }) ==
           "tally::SlidingCounter: bucket_ns 0 is out of range [1, 18446744073709551615]");
-    CHECK(message([] { SlidingCounter<u32, 8, total_pow2> c(1000); }) ==
+    CHECK(message_of([] { SlidingCounter<u32, 8, total_pow2> c(1000); }) ==
           "tally::SlidingCounter: bucket_ns 1000 is not a power of two (pow2_buckets requires one, e.g. 512 or 1024)");
     CHECK_THROWS_AS((SlidingCounter<u32, 8, plain_pow2>(0)), std::invalid_argument);
     CHECK_THROWS_AS((SlidingCounter<u32, 61>(~u64{0} / 60 + 1)), std::invalid_argument);

@@ -1,8 +1,13 @@
 // Shared helpers for tally's tests.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace tally::test {
 
@@ -52,5 +57,33 @@ class Rng {
   private:
     std::uint64_t state_;
 };
+
+/// Zipf(s) over ranks 0..n-1 by inverse CDF: exact, deterministic with Rng.
+class Zipf {
+  public:
+    Zipf(std::size_t n, double s) : cdf_(n) {
+        double acc = 0;
+        for (std::size_t i = 0; i < n; ++i) cdf_[i] = acc += 1.0 / std::pow(static_cast<double>(i + 1), s);
+    }
+    std::uint64_t operator()(Rng& rng) const {
+        const double u = rng.uniform() * cdf_.back();
+        return static_cast<std::uint64_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+    }
+
+  private:
+    std::vector<double> cdf_;
+};
+
+/// The what() of the `Exception` that `f()` throws, or "(no exception)".
+/// Any other exception propagates, so the test fails on the wrong type too.
+template <class Exception = std::invalid_argument, class F>
+std::string message_of(F&& f) {
+    try {
+        f();
+    } catch (const Exception& e) {
+        return e.what();
+    }
+    return "(no exception)";
+}
 
 }  // namespace tally::test

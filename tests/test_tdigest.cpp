@@ -20,6 +20,8 @@ using tally::FormatError;
 using tally::TDigest;
 using tally::test::Rng;
 
+using tally::test::message_of;
+
 namespace {
 
 constexpr double nan_v = std::numeric_limits<double>::quiet_NaN();
@@ -31,14 +33,6 @@ std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
     return out;
 }
 
-std::string message_of(auto&& f) {
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return "<no exception>";
-}
 
 double normal(Rng& r) {
     double u1 = r.uniform();

@@ -18,22 +18,11 @@ using tally::TopK;
 using tally::test::big;
 using tally::test::Rng;
 
+using tally::test::message_of;
+using tally::test::Zipf;
+
 namespace {
 
-class Zipf {
-  public:
-    Zipf(std::size_t n, double s) : cdf_(n) {
-        double acc = 0;
-        for (std::size_t i = 0; i < n; ++i) cdf_[i] = acc += 1.0 / std::pow(static_cast<double>(i + 1), s);
-    }
-    std::uint64_t operator()(Rng& rng) const {
-        const double u = rng.uniform() * cdf_.back();
-        return static_cast<std::uint64_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
-    }
-
-  private:
-    std::vector<double> cdf_;
-};
 
 template <class T>
 using Truth = std::unordered_map<T, std::uint64_t>;
@@ -99,17 +88,6 @@ struct Consistent {
     }
 };
 
-template <class F>
-std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    } catch (const tally::FormatError& e) {
-        return std::string("FormatError: ") + e.what();
-    }
-    return "(no exception)";
-}
 
 std::vector<std::byte> to_bytes(std::initializer_list<int> v) {
     std::vector<std::byte> out;
@@ -481,7 +459,7 @@ TEST_CASE("TopK serialization: golden bytes, round trips, bad bytes", "[top_k][s
         REQUIRE_NOTHROW(TopK<std::uint32_t>::deserialize(good));
         // layout: 44 header+params; entry 0 = item@44 count@48 error@56; entry 1 = item@64 count@68 error@76
         auto expect = [&](std::vector<std::byte> bad, const std::string& msg) {
-            CHECK(message_of([&] { (void)TopK<std::uint32_t>::deserialize(bad); }) == "FormatError: " + msg);
+            CHECK(message_of<tally::FormatError>([&] { (void)TopK<std::uint32_t>::deserialize(bad); }) == msg);
         };
         auto bad = good;
         put_u64(bad, 76, 3);
