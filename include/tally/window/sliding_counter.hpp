@@ -295,14 +295,11 @@ class SlidingCounter {
     /// allow(): admit iff estimate(now) + cost <= limit exactly; if admitted,
     /// charge(s, now, cost). Denied requests change nothing but the roll.
     bool allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost = 1) const noexcept {
-        const std::uint64_t b = bucket_of(now_ns);
-        advance(s, b);
-        const std::uint64_t e = b < s.newest ? 0 : elapsed_of(now_ns, b);
-        const std::size_t p = pos_of(s.newest);
-        const Slot total = total_at(s, p);
-        const Slot oldest = s.slots[next_pos(p)];
-        const SlidingEstimate est{static_cast<Slot>(total - oldest), oldest, bucket_ns_ - e, bucket_ns_};
+        const SlidingEstimate est = read(s, now_ns);
         if (!est.admits(limit, cost)) return false;
+        const std::uint64_t b = bucket_of(now_ns);
+        const std::size_t p = pos_of(s.newest);
+        const Slot total = static_cast<Slot>(est.rest + est.oldest);
         const Slot c = cost > max_count ? max_count : static_cast<Slot>(cost);
         // Common case: charge the newest bucket without saturating: one
         // increment (of the total with running_total, else of the newest slot).
