@@ -1,7 +1,7 @@
 // tally/core/platform.hpp: cache geometry, prefetch and branch hints.
 //
 // cache_line_size is the unit every slot layout in tally is built from. It is a
-// compile-time constant (not std::hardware_destructive_interference_size, which
+// compile-time constant (not the standard library interference-size constant, which
 // clang 14 and Apple libc++ lack) so that layouts and the static_asserts on them
 // are the same on every compiler for a given target.
 #pragma once

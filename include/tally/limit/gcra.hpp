@@ -100,6 +100,21 @@ struct EmissionGrid {
         // Admissible once index(now') >= tat + cost - cap (> n here; tat > n).
         return Decision{false, avail, wait_until(tat + cost - cap, now), reset};
     }
+
+    /// gcra() on a shared atomic index with a relaxed compare-and-swap loop
+    /// (AtomicGcra and AtomicTokenBucket). The word publishes no other data,
+    /// and read-modify-writes of one atomic are totally ordered whatever
+    /// their order argument, so relaxed is enough for the admission bound.
+    /// Denials and peeks are a single load.
+    Decision gcra_cas(std::atomic<std::uint64_t>& word, std::uint64_t now, std::uint64_t cost) const noexcept {
+        std::uint64_t tat = word.load(std::memory_order_relaxed);
+        for (;;) {
+            std::uint64_t next;
+            const Decision d = gcra(tat, now, cost, next);
+            if (next == tat) return d;
+            if (word.compare_exchange_weak(tat, next, std::memory_order_relaxed, std::memory_order_relaxed)) return d;
+        }
+    }
 };
 
 }  // namespace detail
@@ -214,14 +229,7 @@ class alignas(false_sharing_size) AtomicGcra {
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
     Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        std::uint64_t tat = tat_.load(std::memory_order_relaxed);
-        for (;;) {
-            std::uint64_t next;
-            const Decision d = grid_.gcra(tat, now_ns, cost, next);
-            if (next == tat) return d;
-            if (tat_.compare_exchange_weak(tat, next, std::memory_order_relaxed, std::memory_order_relaxed))
-                return d;
-        }
+        return grid_.gcra_cas(tat_, now_ns, cost);
     }
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
 

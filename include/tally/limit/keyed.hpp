@@ -330,9 +330,9 @@ class KeyedLimiter {
     /// how many were freed.
     std::size_t evict_idle(std::uint64_t now_ns, std::size_t max_groups = 1024) noexcept {
         now_ns = advance_clock(now_ns);
-        std::size_t todo = max_groups < groups_count_ ? max_groups : groups_count_;
+        std::size_t groups_left = max_groups < groups_count_ ? max_groups : groups_count_;
         std::size_t freed = 0;
-        while (todo-- > 0) {
+        while (groups_left-- > 0) {
             Group& g = groups_[cursor_];
             for (std::size_t s = 0; s < slots_per_group; ++s) {
                 if ((g.used >> s & 1u) != 0 && limiter_.is_fresh(g.states[s], now_ns)) {

@@ -157,14 +157,7 @@ class alignas(false_sharing_size) AtomicTokenBucket {
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
     Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        std::uint64_t full_at = word_.load(std::memory_order_relaxed);
-        for (;;) {
-            std::uint64_t next;
-            const Decision d = grid_.gcra(full_at, now_ns, cost, next);
-            if (next == full_at) return d;
-            if (word_.compare_exchange_weak(full_at, next, std::memory_order_relaxed, std::memory_order_relaxed))
-                return d;
-        }
+        return grid_.gcra_cas(word_, now_ns, cost);
     }
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
 
