@@ -2,9 +2,9 @@
 """Summarise one Google Benchmark JSON file as a table.
 
 A benchmark whose name contains "baseline" is a baseline. The speedup column
-compares each other benchmark with the baseline in the same file whose
-argument suffix (the part after the first '/') matches, else with the first
-baseline in the file. Ratios from one run are what count on a noisy machine.
+compares each other benchmark with a baseline in the same file: one whose
+argument suffix (the part after the first '/') matches if any, and among
+those the one whose name shares the longest prefix. Ratios from one run are what count on a noisy machine.
 """
 import json
 import sys
@@ -37,11 +37,20 @@ def main(path):
     def suffix(name):
         return name.split("/", 1)[1] if "/" in name else ""
 
+    def common_prefix(x, y):
+        n = 0
+        while n < min(len(x), len(y)) and x[n] == y[n]:
+            n += 1
+        return n
+
     def baseline_for(b):
-        for c in baselines:
-            if suffix(c["name"]) == suffix(b["name"]) and suffix(b["name"]):
-                return c
-        return baselines[0] if baselines else None
+        # Same argument suffix first, then the baseline whose name shares the
+        # longest prefix (BM_weighted_a_expj_add -> BM_weighted_a_res_baseline).
+        same = [c for c in baselines if suffix(b["name"]) and suffix(c["name"]) == suffix(b["name"])]
+        pool = same or baselines
+        if not pool:
+            return None
+        return max(pool, key=lambda c: common_prefix(c["name"].split("/")[0], b["name"].split("/")[0]))
 
     width = max(len(b["name"]) for b in rows)
     width = min(max(width, 20), 70)
