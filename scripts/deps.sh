@@ -56,6 +56,13 @@ tally_need_packages() {
 tally_base_deps() {
     tally_need_packages cmake make g++ catch2 libbenchmark-dev python3 redis-server ca-certificates \
         -- cmake catch2 google-benchmark python redis
+    # The presets (workflow presets, schema 6) need CMake 3.25.
+    local v
+    v=$(cmake --version | head -1 | sed 's/[^0-9.]*\([0-9][0-9.]*\).*/\1/')
+    if [ "$(printf '%s\n3.25\n' "$v" | sort -V | head -1)" != "3.25" ]; then
+        echo "tally: CMake $v is too old; the presets need CMake >= 3.25 (Debian 12, Ubuntu 24.04, brew, or pip install cmake)" >&2
+        exit 1
+    fi
 }
 
 tally_jobs() {
