@@ -7,6 +7,7 @@ argument suffix (the part after the first '/') matches if any, and among
 those the one whose name shares the longest prefix. Ratios from one run are what count on a noisy machine.
 """
 import json
+import os
 import sys
 
 SKIP = {"name", "run_name", "run_type", "repetitions", "repetition_index", "threads", "iterations",
@@ -24,11 +25,31 @@ def ns_per_item(b):
     return t
 
 
-def main(path):
+# The one-screen table `scripts/bench` prints last: per bench file, the
+# benchmarks (name prefixes) that stand for the component.
+HEADLINE = {
+    "sliding_counter": ["BM_allow<u32,total,pow2>/2", "BM_allow<u32,total,pow2>/8", "BM_allow<u32,total,pow2>/61"],
+    "limiters": ["BM_gcra_allow", "BM_gcra/", "BM_token_bucket/", "BM_atomic_gcra/min_time:0.050/real_time/threads:2"],
+    "keyed": ["BM_keyed_batch/uniform/1048576", "BM_keyed_single/uniform/1048576"],
+    "hash": ["BM_hash64/8", "BM_hash64/64"],
+    "hyperloglog": ["BM_add_u64/14"],
+    "count_min": ["BM_count_min_add/2048"],
+    "top_k": ["BM_top_k_add/100"],
+    "bloom_filter": ["BM_bloom/contains_hit/100K", "BM_bloom_batch/contains_hit/10M"],
+    "reservoir": ["BM_algorithm_l_add/1024", "BM_algorithm_l_add_range/1024"],
+    "tdigest": ["BM_add/100"],
+}
+
+
+def load(path):
     with open(path) as f:
         data = json.load(f)
-    rows = [b for b in data.get("benchmarks", []) if b.get("run_type", "iteration") == "iteration"
+    return [b for b in data.get("benchmarks", []) if b.get("run_type", "iteration") == "iteration"
             and not b.get("error_occurred")]
+
+
+def main(path, headline=False):
+    rows = load(path)
     if not rows:
         print("  (no results)")
         return
@@ -52,6 +73,20 @@ def main(path):
             return None
         return max(pool, key=lambda c: common_prefix(c["name"].split("/")[0], b["name"].split("/")[0]))
 
+    if headline:
+        stem = os.path.basename(path)[: -len(".json")]
+        wanted = HEADLINE.get(stem, [])
+        for prefix in wanted:
+            b = next((r for r in rows if r["name"].startswith(prefix)), None)
+            if b is None:
+                continue
+            base = baseline_for(b)
+            ns = ns_per_item(b)
+            speed = f"{ns_per_item(base) / ns:.1f}x" if base is not None and ns > 0 else "-"
+            name = stem + ": " + b["name"].replace("/min_time:0.050", "").replace("/min_time:0.100", "")
+            print(f"  {name:<58} {ns:>9.2f} ns {speed:>7}")
+        return
+
     width = max(len(b["name"]) for b in rows)
     width = min(max(width, 20), 70)
     print(f"  {'benchmark':<{width}} {'ns/item':>10} {'Mitems/s':>10} {'vs base':>8}  counters")
@@ -70,5 +105,11 @@ def main(path):
 
 
 if __name__ == "__main__":
-    for p in sys.argv[1:]:
-        main(p)
+    args = sys.argv[1:]
+    if args and args[0] == "--headline":
+        print(f"  {'headline (scripts/bench --all for everything)':<58} {'per item':>12} {'vs base':>7}")
+        for p in args[1:]:
+            main(p, headline=True)
+    else:
+        for p in args:
+            main(p)
