@@ -1,10 +1,23 @@
 // BloomFilter (one cache line per key, SIMD) next to a classic unblocked
 // Bloom filter (k independent positions over the whole array) in the same
-// run, both at 1% for 100K and 10M keys, plus the prefetching batch API.
+// run, both at 1% for 100K keys (126 KB: in L2) and 10M keys (12.6 MB).
 //
-// Names are BM_<impl>/<op>/<keys> so that scripts/bench_summary.py pairs each
-// row with BM_classic_bloom_baseline/<op>/<keys>. Counters: bits_per_item and
-// the fpp measured on 1M keys that were never added.
+// Rows, each BM_<impl>/<op>/<keys>:
+//   BM_bloom               add(key) / contains(key): hashes the u64 key
+//                          (tally::hash_of) and probes, one key per call
+//   BM_bloom_hashed        add_hash / contains_hash of precomputed hashes:
+//                          the filter alone, one key per call
+//   BM_bloom_batch         add_hashes / contains_hashes of precomputed hashes,
+//                          256 per call (SIMD dispatch once per call,
+//                          prefetch when the filter is larger than L2)
+//   BM_bloom_scalar        BM_bloom on the portable kernel (not in quick mode)
+//   BM_line_probe_floor    precomputed hash -> block index -> one bit of that
+//                          line read (or set): the least any one-line filter
+//                          can do per key, to read the rows above against
+//   BM_classic_bloom_baseline   the textbook filter, hashing like BM_bloom
+// scripts/bench_summary.py pairs each row with the classic baseline of the
+// same <op>/<keys>. Counters: bits_per_item and the fpp measured on 1M keys
+// that were never added.
 #include <tally/sketch/bloom_filter.hpp>
 
 #include <benchmark/benchmark.h>
@@ -14,7 +27,9 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -101,6 +116,21 @@ const Filled<F>& filled(std::size_t n) {
 
 enum class Op { add, hit, miss };
 
+// hash_of(key) for the n keys an op walks (0.. for add and hits, miss_base..
+// for misses), plus 256 more that wrap around, so that a batch of 256 can
+// start anywhere in [0, n). Built once per (n, op), outside timed loops.
+const std::vector<std::uint64_t>& hashes_for(std::size_t n, Op op) {
+    static std::map<std::pair<std::size_t, bool>, std::vector<std::uint64_t>> cache;
+    const bool miss = op == Op::miss;
+    auto& v = cache[{n, miss}];
+    if (v.empty()) {
+        const std::uint64_t first = miss ? miss_base : 0;
+        v.resize(n + 256);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = tally::hash_of(first + i % n);
+    }
+    return v;
+}
+
 template <class F>
 void run(benchmark::State& state, std::size_t n, Op op, bool scalar = false) {
     const auto& ref = filled<F>(n);
@@ -133,31 +163,82 @@ void run(benchmark::State& state, std::size_t n, Op op, bool scalar = false) {
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
-// The batch API: hashes in chunks of 256, prefetched 8 keys ahead inside.
-void run_batch(benchmark::State& state, std::size_t n, Op op) {
+// The filter alone: add_hash / contains_hash over precomputed hashes.
+void run_hashed(benchmark::State& state, std::size_t n, Op op) {
     using F = tally::BloomFilter<>;
     const auto& ref = filled<F>(n);
+    const auto& hashes = hashes_for(n, op);
     F f = op == Op::add ? F(n, target_fpp) : ref.filter;
-    constexpr std::size_t chunk = 256;
-    std::uint64_t hashes[chunk];
-    bool out[chunk];
-    const std::uint64_t first = op == Op::miss ? miss_base : 0;
-    std::uint64_t key = first, found = 0;
+    std::size_t i = 0;
+    std::uint64_t found = 0;
     for (auto _ : state) {
-        for (std::size_t i = 0; i < chunk; ++i) {
-            hashes[i] = tally::hash_of(key);
-            if (++key == first + n) key = first;
-        }
         if (op == Op::add)
-            f.add_hashes(hashes);
+            f.add_hash(hashes[i]);
         else
-            found += f.contains_hashes(hashes, out);
+            found += f.contains_hash(hashes[i]) ? 1 : 0;
+        if (++i == n) i = 0;
     }
     benchmark::DoNotOptimize(found);
     benchmark::DoNotOptimize(f);
+    if (op == Op::hit && found != static_cast<std::uint64_t>(state.iterations())) state.SkipWithError("false negative");
+    state.counters["bits_per_item"] = ref.bits_per_item;
+    state.counters["fpp"] = ref.fpp;
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
+// The batch API over precomputed hashes, 256 per call.
+void run_batch(benchmark::State& state, std::size_t n, Op op) {
+    using F = tally::BloomFilter<>;
+    const auto& ref = filled<F>(n);
+    const auto& hashes = hashes_for(n, op);
+    F f = op == Op::add ? F(n, target_fpp) : ref.filter;
+    constexpr std::size_t chunk = 256;
+    bool out[chunk];
+    std::size_t i = 0;
+    std::uint64_t found = 0;
+    for (auto _ : state) {
+        const std::span<const std::uint64_t> batch(hashes.data() + i, chunk);
+        if (op == Op::add)
+            f.add_hashes(batch);
+        else
+            found += f.contains_hashes(batch, out);
+        i += chunk;
+        if (i >= n) i -= n;
+    }
+    benchmark::DoNotOptimize(found);
+    benchmark::DoNotOptimize(f);
+    if (op == Op::hit && found != static_cast<std::uint64_t>(state.iterations()) * chunk)
+        state.SkipWithError("false negative");
     state.counters["bits_per_item"] = ref.bits_per_item;
     state.counters["fpp"] = ref.fpp;
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * chunk));
+}
+
+// The floor: the same block count and fastrange as the filter, then one bit
+// of the line read (or set). Anything that touches one line per key pays this.
+void run_floor(benchmark::State& state, std::size_t n, Op op) {
+    struct alignas(64) Line {
+        std::uint64_t w[8];
+    };
+    const auto& ref = filled<tally::BloomFilter<>>(n);
+    const auto& hashes = hashes_for(n, op);
+    const std::uint64_t nlines = ref.filter.memory_bytes() / sizeof(Line);
+    std::vector<Line> lines(nlines, Line{{~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull}});
+    std::size_t i = 0;
+    std::uint64_t found = 0;
+    for (auto _ : state) {
+        const std::uint64_t h = hashes[i];
+        Line& line = lines[static_cast<std::size_t>((static_cast<tally::detail::uint128_t>(h) * nlines) >> 64)];
+        if (op == Op::add)
+            line.w[h & 7] |= std::uint64_t{1} << ((h >> 3) & 63);
+        else
+            found += (line.w[h & 7] >> ((h >> 3) & 63)) & 1;
+        if (++i == n) i = 0;
+    }
+    benchmark::DoNotOptimize(found);
+    benchmark::DoNotOptimize(lines.data());
+    benchmark::ClobberMemory();
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
 std::string size_name(std::size_t n) {
@@ -175,12 +256,16 @@ void register_all() {
             const Op o = op;
             benchmark::RegisterBenchmark(("BM_bloom" + suffix).c_str(),
                                          [n, o](benchmark::State& st) { run<tally::BloomFilter<>>(st, n, o); });
+            benchmark::RegisterBenchmark(("BM_bloom_hashed" + suffix).c_str(),
+                                         [n, o](benchmark::State& st) { run_hashed(st, n, o); });
             benchmark::RegisterBenchmark(("BM_bloom_batch" + suffix).c_str(),
                                          [n, o](benchmark::State& st) { run_batch(st, n, o); });
             if (!quick)
                 benchmark::RegisterBenchmark(("BM_bloom_scalar" + suffix).c_str(), [n, o](benchmark::State& st) {
                     run<tally::BloomFilter<>>(st, n, o, true);
                 });
+            benchmark::RegisterBenchmark(("BM_line_probe_floor" + suffix).c_str(),
+                                         [n, o](benchmark::State& st) { run_floor(st, n, o); });
             benchmark::RegisterBenchmark(("BM_classic_bloom_baseline" + suffix).c_str(),
                                          [n, o](benchmark::State& st) { run<ClassicBloom>(st, n, o); });
         }

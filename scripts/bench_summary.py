@@ -35,7 +35,7 @@ HEADLINE = {
     "hyperloglog": ["BM_add_u64/14"],
     "count_min": ["BM_count_min_add/2048"],
     "top_k": ["BM_top_k_add/100"],
-    "bloom_filter": ["BM_bloom/contains_hit/100K", "BM_bloom_batch/contains_hit/10M"],
+    "bloom_filter": ["BM_bloom/contains_hit/100K", "BM_bloom_batch/contains_hit/100K", "BM_bloom_batch/contains_hit/10M"],
     "reservoir": ["BM_algorithm_l_add/1024", "BM_algorithm_l_add_range/1024"],
     "tdigest": ["BM_add/100"],
 }

@@ -249,36 +249,42 @@ TEMPLATE_TEST_CASE_SIG("scalar and SIMD kernels set identical bits", "[bloom][si
 }
 
 TEST_CASE("batch calls match per-key calls", "[bloom]") {
-    for (std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{77}}) {
-        for (bool scalar : {false, true}) {
-            INFO("seed " << seed << " scalar " << scalar);
-            BloomFilter<> one(20'000, 0.01, seed);
-            BloomFilter<> batch(20'000, 0.01, seed);
-            tally::detail::bloom_force_scalar(batch, scalar);
-            std::vector<std::uint64_t> hashes;
-            for (std::uint64_t i = 0; i < 20'000; ++i) hashes.push_back(tally::hash_of(i));
-            for (std::uint64_t h : hashes) one.add_hash(h);
-            batch.add_hashes(std::span<const std::uint64_t>(hashes.data(), 7));  // shorter than the prefetch distance
-            batch.add_hashes(std::span<const std::uint64_t>(hashes).subspan(7));
-            batch.add_hashes({});
-            CHECK(one.serialize() == batch.serialize());
+    // 20K keys fit the no-prefetch size (25 KB); 300K keys (379 KB) take the
+    // prefetching loop, which kicks in above 256 KiB.
+    for (std::uint64_t items : {std::uint64_t{20'000}, std::uint64_t{300'000}}) {
+        for (std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{77}}) {
+            for (bool scalar : {false, true}) {
+                INFO("items " << items << " seed " << seed << " scalar " << scalar);
+                BloomFilter<> one(items, 0.01, seed);
+                BloomFilter<> batch(items, 0.01, seed);
+                CHECK((batch.memory_bytes() > (std::size_t{256} << 10)) == (items == 300'000));
+                tally::detail::bloom_force_scalar(batch, scalar);
+                std::vector<std::uint64_t> hashes;
+                for (std::uint64_t i = 0; i < items; ++i) hashes.push_back(tally::hash_of(i));
+                for (std::uint64_t h : hashes) one.add_hash(h);
+                batch.add_hashes(std::span<const std::uint64_t>(hashes.data(), 7));  // shorter than the prefetch distance
+                batch.add_hashes(std::span<const std::uint64_t>(hashes).subspan(7));
+                batch.add_hashes({});
+                CHECK(one.serialize() == batch.serialize());
 
-            std::vector<std::uint64_t> probes;
-            for (std::uint64_t i = 0; i < 50'000; ++i) probes.push_back(tally::hash_of(probe_base - 25'000 + i));
-            std::unique_ptr<bool[]> out(new bool[probes.size()]);
-            const std::size_t positives = batch.contains_hashes(probes, std::span<bool>(out.get(), probes.size()));
-            std::size_t expected = 0, disagree = 0;
-            for (std::size_t i = 0; i < probes.size(); ++i) {
-                expected += one.contains_hash(probes[i]);
-                disagree += out[i] != one.contains_hash(probes[i]);
+                std::vector<std::uint64_t> probes;
+                for (std::uint64_t i = 0; i < 50'000; ++i) probes.push_back(tally::hash_of(probe_base - 25'000 + i));
+                for (std::uint64_t i = 0; i < 50'000; ++i) probes.push_back(hashes[(i * 7919) % items]);
+                std::unique_ptr<bool[]> out(new bool[probes.size()]);
+                const std::size_t positives = batch.contains_hashes(probes, std::span<bool>(out.get(), probes.size()));
+                std::size_t expected = 0, disagree = 0;
+                for (std::size_t i = 0; i < probes.size(); ++i) {
+                    expected += one.contains_hash(probes[i]);
+                    disagree += out[i] != one.contains_hash(probes[i]);
+                }
+                CHECK(positives == expected);
+                CHECK(disagree == 0);
+                CHECK(positives > 50'000);  // every added key plus some false positives
+                // out shorter than the input: only out.size() answers.
+                bool two[2] = {false, false};
+                CHECK(batch.contains_hashes(hashes, two) == 2);
+                CHECK((two[0] && two[1]));
             }
-            CHECK(positives == expected);
-            CHECK(disagree == 0);
-            CHECK(positives > 0);
-            // out shorter than the input: only out.size() answers.
-            bool two[2] = {false, false};
-            CHECK(batch.contains_hashes(hashes, two) == 2);
-            CHECK((two[0] && two[1]));
         }
     }
 }

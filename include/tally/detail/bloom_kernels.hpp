@@ -63,6 +63,7 @@ struct BloomLayout {
     static constexpr std::size_t slots = W / 32;
     alignas(32) std::uint32_t slot_salt[slots] = {};  // salt of the lane holding slot g
     alignas(32) std::uint32_t slot_base[slots] = {};  // first lane bit slot g holds
+    alignas(32) std::uint32_t lane_salt[slots] = {};  // salt of lane i (i < k), 0 beyond
     std::uint32_t k = 0;                              // lanes = bits set per key
     std::uint32_t lane_log2 = 0;                      // log2 L
     std::uint32_t shift = 0;                          // 32 - log2 L
@@ -79,6 +80,7 @@ struct BloomLayout {
             t.slot_salt[g] = bloom_salts.v[g / slots_per_lane];
             t.slot_base[g] = (g % slots_per_lane) * 32;
         }
+        for (std::uint32_t i = 0; i < k; ++i) t.lane_salt[i] = bloom_salts.v[i];
         return t;
     }
 };
@@ -163,13 +165,39 @@ TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_bits(__m256i vx, 
     return _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_sub_epi32(idx, base));
 }
 
+// 64-bit lanes (L = 64: k = 8 in a 64-byte block, the 1% and 0.1% layout):
+// each lane is one little-endian u64 word of the block, so one multiply gives
+// eight lane bits and a 64-bit variable shift places each; no per-slot base.
+// Sets the same bits as the slot form below.
+template <std::size_t W>
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_avx2_lane64_bits(__m256i vx, std::size_t v,
+                                                                       const BloomLayout<W>& t, __m256i& lo,
+                                                                       __m256i& hi) noexcept {
+    const __m256i salt = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.lane_salt) + v);
+    const __m256i idx = _mm256_srli_epi32(_mm256_mullo_epi32(vx, salt), 26);
+    const __m256i one = _mm256_set1_epi64x(1);
+    lo = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(idx)));
+    hi = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(idx, 1)));
+}
+
 template <std::size_t W>
 TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_add_avx2_core(std::uint32_t* block, std::uint32_t x,
                                                                      const BloomLayout<W>& t) noexcept {
     static_assert(W % 256 == 0);
     const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
-    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
     auto* p = reinterpret_cast<__m256i*>(block);  // blocks are aligned to >= 32 bytes
+    if constexpr (W % 512 == 0) {
+        if (t.lane_log2 == 6) {
+            for (std::size_t v = 0; v < W / 512; ++v) {
+                __m256i lo, hi;
+                bloom_avx2_lane64_bits(vx, v, t, lo, hi);
+                _mm256_store_si256(p + 2 * v, _mm256_or_si256(_mm256_load_si256(p + 2 * v), lo));
+                _mm256_store_si256(p + 2 * v + 1, _mm256_or_si256(_mm256_load_si256(p + 2 * v + 1), hi));
+            }
+            return;
+        }
+    }
+    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
     for (std::size_t v = 0; v < W / 256; ++v)
         _mm256_store_si256(p + v, _mm256_or_si256(_mm256_load_si256(p + v), bloom_avx2_bits(vx, shift, v, t)));
 }
@@ -179,9 +207,20 @@ TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE bool bloom_contains_avx2_core(const 
                                                                           const BloomLayout<W>& t) noexcept {
     static_assert(W % 256 == 0);
     const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
-    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
     const auto* p = reinterpret_cast<const __m256i*>(block);
     __m256i missing = _mm256_setzero_si256();
+    if constexpr (W % 512 == 0) {
+        if (t.lane_log2 == 6) {
+            for (std::size_t v = 0; v < W / 512; ++v) {
+                __m256i lo, hi;
+                bloom_avx2_lane64_bits(vx, v, t, lo, hi);
+                missing = _mm256_or_si256(missing, _mm256_andnot_si256(_mm256_load_si256(p + 2 * v), lo));
+                missing = _mm256_or_si256(missing, _mm256_andnot_si256(_mm256_load_si256(p + 2 * v + 1), hi));
+            }
+            return _mm256_testz_si256(missing, missing) != 0;
+        }
+    }
+    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
     for (std::size_t v = 0; v < W / 256; ++v)
         missing =
             _mm256_or_si256(missing, _mm256_andnot_si256(_mm256_load_si256(p + v), bloom_avx2_bits(vx, shift, v, t)));
@@ -201,19 +240,25 @@ TALLY_BLOOM_TARGET_AVX2 bool bloom_contains_avx2(const std::uint32_t* block, std
     return bloom_contains_avx2_core<W>(block, x, t);
 }
 
-/// add for each of n hashes, prefetching `ahead` keys in advance. `blocks`
-/// is the storage of nblocks blocks of W bits; `seed` as in BloomFilter.
+/// add for each of n hashes, prefetching `ahead` keys in advance (none when
+/// ahead is 0: a filter that fits in cache only pays for the address).
+/// `blocks` is the storage of nblocks blocks of W bits; `seed` as in BloomFilter.
 template <std::size_t W>
 TALLY_BLOOM_TARGET_AVX2 void bloom_add_many_avx2(unsigned char* blocks, std::uint64_t nblocks, std::uint64_t seed,
                                                  const std::uint64_t* hashes, std::size_t n, std::size_t ahead,
                                                  const BloomLayout<W>& t) noexcept {
-    for (std::size_t i = 0; i < n; ++i) {
-        if (i + ahead < n)
-            prefetch_read(blocks + bloom_block_index(bloom_rehash(hashes[i + ahead], seed), nblocks) * (W / 8));
-        const std::uint64_t h = bloom_rehash(hashes[i], seed);
+    auto add_one = [&](std::uint64_t h) TALLY_BLOOM_TARGET_AVX2 {
+        h = bloom_rehash(h, seed);
         auto* block = reinterpret_cast<std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
         bloom_add_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
-    }
+    };
+    std::size_t i = 0;
+    if (ahead != 0)
+        for (; i + ahead < n; ++i) {
+            prefetch_read(blocks + bloom_block_index(bloom_rehash(hashes[i + ahead], seed), nblocks) * (W / 8));
+            add_one(hashes[i]);
+        }
+    for (; i < n; ++i) add_one(hashes[i]);
 }
 
 /// out[i] = contains for each of n hashes; returns the number of positives.
@@ -222,13 +267,22 @@ TALLY_BLOOM_TARGET_AVX2 std::size_t bloom_contains_many_avx2(const unsigned char
                                                              std::uint64_t seed, const std::uint64_t* hashes,
                                                              std::size_t n, std::size_t ahead, bool* out,
                                                              const BloomLayout<W>& t) noexcept {
-    std::size_t positives = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (i + ahead < n)
-            prefetch_read(blocks + bloom_block_index(bloom_rehash(hashes[i + ahead], seed), nblocks) * (W / 8));
-        const std::uint64_t h = bloom_rehash(hashes[i], seed);
+    auto test_one = [&](std::uint64_t h) TALLY_BLOOM_TARGET_AVX2 {
+        h = bloom_rehash(h, seed);
         const auto* block = reinterpret_cast<const std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
-        const bool hit = bloom_contains_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
+        return bloom_contains_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
+    };
+    std::size_t positives = 0;
+    std::size_t i = 0;
+    if (ahead != 0)
+        for (; i + ahead < n; ++i) {
+            prefetch_read(blocks + bloom_block_index(bloom_rehash(hashes[i + ahead], seed), nblocks) * (W / 8));
+            const bool hit = test_one(hashes[i]);
+            out[i] = hit;
+            positives += hit ? 1 : 0;
+        }
+    for (; i < n; ++i) {
+        const bool hit = test_one(hashes[i]);
         out[i] = hit;
         positives += hit ? 1 : 0;
     }
