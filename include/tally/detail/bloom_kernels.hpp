@@ -10,8 +10,10 @@
 // [base_g, base_g + 32) with base_g = (g mod (L/32)) * 32, so it receives
 // 1 << (idx - base_g) when 0 <= idx - base_g < 32 and nothing otherwise. AVX2's
 // variable shift yields 0 for counts >= 32 (a negative difference is a huge
-// unsigned count), NEON's needs the count clamped to [-1, 32]; either way
-// every path sets identical bits, which tests/test_bloom_filter.cpp checks.
+// unsigned count), NEON's needs the count clamped to [-1, 32]. When L = 64
+// the AVX2 kernel works in 64-bit words instead (one word per lane, the slot
+// pair 2i, 2i+1 on a little-endian machine). Every path sets identical bits,
+// which tests/test_bloom_filter.cpp checks for every k.
 #pragma once
 
 #include <bit>
@@ -240,6 +242,51 @@ TALLY_BLOOM_TARGET_AVX2 bool bloom_contains_avx2(const std::uint32_t* block, std
     return bloom_contains_avx2_core<W>(block, x, t);
 }
 
+// The batch loops, instantiated per (seeded, prefetching) so that neither
+// test sits in the per-key path.
+template <bool Seeded>
+TALLY_ALWAYS_INLINE std::uint64_t bloom_rehash_if(std::uint64_t h, std::uint64_t seed) noexcept {
+    if constexpr (Seeded) {
+        return mix64(h ^ seed);
+    } else {
+        (void)seed;
+        return h;
+    }
+}
+
+template <std::size_t W, bool Seeded, bool Prefetch>
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_add_loop_avx2(unsigned char* blocks, std::uint64_t nblocks,
+                                                                     std::uint64_t seed, const std::uint64_t* hashes,
+                                                                     std::size_t n, std::size_t ahead,
+                                                                     const BloomLayout<W>& t) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+        if constexpr (Prefetch)
+            if (i + ahead < n)
+                prefetch_read(blocks +
+                              bloom_block_index(bloom_rehash_if<Seeded>(hashes[i + ahead], seed), nblocks) * (W / 8));
+        const std::uint64_t h = bloom_rehash_if<Seeded>(hashes[i], seed);
+        auto* block = reinterpret_cast<std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
+        bloom_add_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
+    }
+}
+
+template <std::size_t W, bool Seeded, bool Prefetch>
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_contains_loop_avx2(const unsigned char* blocks,
+                                                                          std::uint64_t nblocks, std::uint64_t seed,
+                                                                          const std::uint64_t* hashes, std::size_t n,
+                                                                          std::size_t ahead, bool* out,
+                                                                          const BloomLayout<W>& t) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+        if constexpr (Prefetch)
+            if (i + ahead < n)
+                prefetch_read(blocks +
+                              bloom_block_index(bloom_rehash_if<Seeded>(hashes[i + ahead], seed), nblocks) * (W / 8));
+        const std::uint64_t h = bloom_rehash_if<Seeded>(hashes[i], seed);
+        const auto* block = reinterpret_cast<const std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
+        out[i] = bloom_contains_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
+    }
+}
+
 /// add for each of n hashes, prefetching `ahead` keys in advance (none when
 /// ahead is 0: a filter that fits in cache only pays for the address).
 /// `blocks` is the storage of nblocks blocks of W bits; `seed` as in BloomFilter.
@@ -247,18 +294,12 @@ template <std::size_t W>
 TALLY_BLOOM_TARGET_AVX2 void bloom_add_many_avx2(unsigned char* blocks, std::uint64_t nblocks, std::uint64_t seed,
                                                  const std::uint64_t* hashes, std::size_t n, std::size_t ahead,
                                                  const BloomLayout<W>& t) noexcept {
-    auto add_one = [&](std::uint64_t h) TALLY_BLOOM_TARGET_AVX2 {
-        h = bloom_rehash(h, seed);
-        auto* block = reinterpret_cast<std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
-        bloom_add_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
-    };
-    std::size_t i = 0;
-    if (ahead != 0)
-        for (; i + ahead < n; ++i) {
-            prefetch_read(blocks + bloom_block_index(bloom_rehash(hashes[i + ahead], seed), nblocks) * (W / 8));
-            add_one(hashes[i]);
-        }
-    for (; i < n; ++i) add_one(hashes[i]);
+    if (seed == 0) {
+        if (ahead == 0) return bloom_add_loop_avx2<W, false, false>(blocks, nblocks, seed, hashes, n, ahead, t);
+        return bloom_add_loop_avx2<W, false, true>(blocks, nblocks, seed, hashes, n, ahead, t);
+    }
+    if (ahead == 0) return bloom_add_loop_avx2<W, true, false>(blocks, nblocks, seed, hashes, n, ahead, t);
+    return bloom_add_loop_avx2<W, true, true>(blocks, nblocks, seed, hashes, n, ahead, t);
 }
 
 /// out[i] = contains for each of n hashes; returns the number of positives.
@@ -267,25 +308,29 @@ TALLY_BLOOM_TARGET_AVX2 std::size_t bloom_contains_many_avx2(const unsigned char
                                                              std::uint64_t seed, const std::uint64_t* hashes,
                                                              std::size_t n, std::size_t ahead, bool* out,
                                                              const BloomLayout<W>& t) noexcept {
-    auto test_one = [&](std::uint64_t h) TALLY_BLOOM_TARGET_AVX2 {
-        h = bloom_rehash(h, seed);
-        const auto* block = reinterpret_cast<const std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
-        return bloom_contains_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
-    };
-    std::size_t positives = 0;
-    std::size_t i = 0;
-    if (ahead != 0)
-        for (; i + ahead < n; ++i) {
-            prefetch_read(blocks + bloom_block_index(bloom_rehash(hashes[i + ahead], seed), nblocks) * (W / 8));
-            const bool hit = test_one(hashes[i]);
-            out[i] = hit;
-            positives += hit ? 1 : 0;
-        }
-    for (; i < n; ++i) {
-        const bool hit = test_one(hashes[i]);
-        out[i] = hit;
-        positives += hit ? 1 : 0;
+    if (seed == 0) {
+        if (ahead == 0)
+            bloom_contains_loop_avx2<W, false, false>(blocks, nblocks, seed, hashes, n, ahead, out, t);
+        else
+            bloom_contains_loop_avx2<W, false, true>(blocks, nblocks, seed, hashes, n, ahead, out, t);
+    } else {
+        if (ahead == 0)
+            bloom_contains_loop_avx2<W, true, false>(blocks, nblocks, seed, hashes, n, ahead, out, t);
+        else
+            bloom_contains_loop_avx2<W, true, true>(blocks, nblocks, seed, hashes, n, ahead, out, t);
     }
+    // Counted afterwards, 32 answers (bytes of 0 or 1) per byte-sum, rather
+    // than once per key inside the loop.
+    const auto* bytes = reinterpret_cast<const unsigned char*>(out);
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i sums = zero;
+    std::size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        sums = _mm256_add_epi64(sums, _mm256_sad_epu8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i)), zero));
+    alignas(32) std::uint64_t lanes[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sums);
+    std::size_t positives = static_cast<std::size_t>(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
+    for (; i < n; ++i) positives += bytes[i];
     return positives;
 }
 #endif

@@ -70,7 +70,7 @@ void bloom_force_scalar(BloomFilter<BlockBytes>& f, bool scalar) noexcept;
 /// These three read every bit: O(m) time, meant for occasional checks.
 ///
 /// Memory: B * BlockBytes bytes (bits_per_item() * expected_items / 8),
-/// aligned to BlockBytes, plus 2 * BlockBytes bytes of lookup tables in the
+/// aligned to BlockBytes, plus 3 * BlockBytes bytes of lookup tables in the
 /// object itself. A moved-from filter may only be assigned to or destroyed.
 ///
 /// Batches: add_hashes/contains_hashes pay the SIMD dispatch once per call
