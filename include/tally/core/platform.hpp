@@ -32,24 +32,6 @@ inline constexpr std::size_t false_sharing_size = cache_line_size;
 
 static_assert(false_sharing_size >= cache_line_size && (false_sharing_size & (false_sharing_size - 1)) == 0);
 
-/// Hint that the line holding `p` will be read soon. Never faults, any pointer.
-inline void prefetch_read(const void* p) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(p, 0, 3);
-#else
-    (void)p;
-#endif
-}
-
-/// Hint that the line holding `p` will be written soon. Never faults, any pointer.
-inline void prefetch_write(const void* p) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(p, 1, 3);
-#else
-    (void)p;
-#endif
-}
-
 }  // namespace tally
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -61,3 +43,28 @@ inline void prefetch_write(const void* p) noexcept {
 #define TALLY_UNLIKELY(x) (x)
 #define TALLY_ALWAYS_INLINE inline
 #endif
+
+namespace tally {
+
+// Always inlined: g++ 12 finds these free of side effects, so a call it does
+// not inline (as into a loop built for another target, like the AVX2 batch
+// loops of BloomFilter) is deleted, prefetch and all.
+/// Hint that the line holding `p` will be read soon. Never faults, any pointer.
+TALLY_ALWAYS_INLINE void prefetch_read(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 0, 3);
+#else
+    (void)p;
+#endif
+}
+
+/// Hint that the line holding `p` will be written soon. Never faults, any pointer.
+TALLY_ALWAYS_INLINE void prefetch_write(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 1, 3);
+#else
+    (void)p;
+#endif
+}
+
+}  // namespace tally
