@@ -262,7 +262,8 @@ TEST_CASE("batch calls match per-key calls", "[bloom]") {
                 std::vector<std::uint64_t> hashes;
                 for (std::uint64_t i = 0; i < items; ++i) hashes.push_back(tally::hash_of(i));
                 for (std::uint64_t h : hashes) one.add_hash(h);
-                batch.add_hashes(std::span<const std::uint64_t>(hashes.data(), 7));  // shorter than the prefetch distance
+                // Shorter than the prefetch distance first.
+                batch.add_hashes(std::span<const std::uint64_t>(hashes.data(), 7));
                 batch.add_hashes(std::span<const std::uint64_t>(hashes).subspan(7));
                 batch.add_hashes({});
                 CHECK(one.serialize() == batch.serialize());

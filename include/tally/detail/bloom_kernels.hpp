@@ -173,8 +173,8 @@ TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_bits(__m256i vx, 
 // Sets the same bits as the slot form below.
 template <std::size_t W>
 TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_avx2_lane64_bits(__m256i vx, std::size_t v,
-                                                                       const BloomLayout<W>& t, __m256i& lo,
-                                                                       __m256i& hi) noexcept {
+                                                                        const BloomLayout<W>& t, __m256i& lo,
+                                                                        __m256i& hi) noexcept {
     const __m256i salt = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.lane_salt) + v);
     const __m256i idx = _mm256_srli_epi32(_mm256_mullo_epi32(vx, salt), 26);
     const __m256i one = _mm256_set1_epi64x(1);
@@ -326,7 +326,8 @@ TALLY_BLOOM_TARGET_AVX2 std::size_t bloom_contains_many_avx2(const unsigned char
     __m256i sums = zero;
     std::size_t i = 0;
     for (; i + 32 <= n; i += 32)
-        sums = _mm256_add_epi64(sums, _mm256_sad_epu8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i)), zero));
+        sums = _mm256_add_epi64(sums,
+                                _mm256_sad_epu8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i)), zero));
     alignas(32) std::uint64_t lanes[4];
     _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sums);
     std::size_t positives = static_cast<std::size_t>(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
