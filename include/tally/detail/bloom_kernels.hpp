@@ -87,9 +87,19 @@ struct BloomLayout {
     }
 };
 
-/// The per-filter remix of a key's hash (identity for seed 0).
+/// The per-filter remix of a key's hash (identity for seed 0), with the seed
+/// test decided at compile time (the batch loops) or at run time.
+template <bool Seeded>
+TALLY_ALWAYS_INLINE std::uint64_t bloom_rehash_if(std::uint64_t h, std::uint64_t seed) noexcept {
+    if constexpr (Seeded) {
+        return mix64(h ^ seed);
+    } else {
+        (void)seed;
+        return h;
+    }
+}
 TALLY_ALWAYS_INLINE std::uint64_t bloom_rehash(std::uint64_t h, std::uint64_t seed) noexcept {
-    return seed != 0 ? mix64(h ^ seed) : h;
+    return seed != 0 ? bloom_rehash_if<true>(h, seed) : h;
 }
 
 /// Block of hash h among nblocks: Lemire's fastrange on the high bits.
@@ -242,18 +252,14 @@ TALLY_BLOOM_TARGET_AVX2 bool bloom_contains_avx2(const std::uint32_t* block, std
     return bloom_contains_avx2_core<W>(block, x, t);
 }
 
-// The batch loops, instantiated per (seeded, prefetching) so that neither
-// test sits in the per-key path.
-template <bool Seeded>
-TALLY_ALWAYS_INLINE std::uint64_t bloom_rehash_if(std::uint64_t h, std::uint64_t seed) noexcept {
-    if constexpr (Seeded) {
-        return mix64(h ^ seed);
-    } else {
-        (void)seed;
-        return h;
-    }
+/// The block of W bits that (rehashed) hash h selects in `blocks`.
+template <std::size_t W, class Byte>
+TALLY_ALWAYS_INLINE Byte* bloom_block_at(Byte* blocks, std::uint64_t nblocks, std::uint64_t h) noexcept {
+    return blocks + bloom_block_index(h, nblocks) * (W / 8);
 }
 
+// The batch loops, instantiated per (seeded, prefetching) so that neither
+// test sits in the per-key path.
 template <std::size_t W, bool Seeded, bool Prefetch>
 TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_add_loop_avx2(unsigned char* blocks, std::uint64_t nblocks,
                                                                      std::uint64_t seed, const std::uint64_t* hashes,
@@ -262,10 +268,9 @@ TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_add_loop_avx2(unsigned ch
     for (std::size_t i = 0; i < n; ++i) {
         if constexpr (Prefetch)
             if (i + ahead < n)
-                prefetch_read(blocks +
-                              bloom_block_index(bloom_rehash_if<Seeded>(hashes[i + ahead], seed), nblocks) * (W / 8));
+                prefetch_read(bloom_block_at<W>(blocks, nblocks, bloom_rehash_if<Seeded>(hashes[i + ahead], seed)));
         const std::uint64_t h = bloom_rehash_if<Seeded>(hashes[i], seed);
-        auto* block = reinterpret_cast<std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
+        auto* block = reinterpret_cast<std::uint32_t*>(bloom_block_at<W>(blocks, nblocks, h));
         bloom_add_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
     }
 }
@@ -279,10 +284,9 @@ TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_contains_loop_avx2(const 
     for (std::size_t i = 0; i < n; ++i) {
         if constexpr (Prefetch)
             if (i + ahead < n)
-                prefetch_read(blocks +
-                              bloom_block_index(bloom_rehash_if<Seeded>(hashes[i + ahead], seed), nblocks) * (W / 8));
+                prefetch_read(bloom_block_at<W>(blocks, nblocks, bloom_rehash_if<Seeded>(hashes[i + ahead], seed)));
         const std::uint64_t h = bloom_rehash_if<Seeded>(hashes[i], seed);
-        const auto* block = reinterpret_cast<const std::uint32_t*>(blocks + bloom_block_index(h, nblocks) * (W / 8));
+        const auto* block = reinterpret_cast<const std::uint32_t*>(bloom_block_at<W>(blocks, nblocks, h));
         out[i] = bloom_contains_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
     }
 }
