@@ -9,6 +9,7 @@
 #include "core/clock.hpp"
 #include "core/hash.hpp"
 #include "core/platform.hpp"
+#include "core/seed.hpp"
 #include "core/serialize.hpp"
 #include "core/summary.hpp"
 

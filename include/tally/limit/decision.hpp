@@ -27,6 +27,8 @@ inline constexpr std::uint64_t never = std::numeric_limits<std::uint64_t>::max()
 ///   is still denied. `tally::never` (UINT64_MAX) when it can never pass;
 /// - `reset_after_ns`: wait until the limiter is fully replenished (as if
 ///   fresh), 0 if it already is.
+/// - `degraded`: true only when a remote backend (Redis) failed and the
+///   answer came from its fail mode; always false for local limiters.
 /// These map onto the IETF RateLimit header fields (remaining -> r,
 /// reset_after_ns -> t, rounded up to seconds) and Retry-After.
 struct Decision {
@@ -34,6 +36,7 @@ struct Decision {
     std::uint64_t remaining;
     std::uint64_t retry_after_ns;
     std::uint64_t reset_after_ns;
+    bool degraded = false;
 
     explicit constexpr operator bool() const noexcept { return allowed; }
     friend constexpr bool operator==(const Decision&, const Decision&) = default;
