@@ -3,7 +3,8 @@
 //
 //   bench_windowed --benchmark_min_time=0.1
 //
-// Time advances 64 ns per add with 2^20 ns buckets: a roll every 16384 adds.
+// Buckets are 2^20 ns wide. Add rows advance time 64 ns or 1 ns per add (a
+// roll every 2^14 or 2^20 adds); view rows 64 ns per add.
 // View rows time only the view (manual timing around it); the Q adds between
 // two views run outside the timed region.
 #include <benchmark/benchmark.h>
@@ -76,26 +77,30 @@ class Naive {
     S out_;
 };
 
-template <class K>
+// The bare sketch, started afresh every PerBucket adds (as each bucket of a
+// window is); PerBucket = 0: one sketch for the whole run.
+template <class K, std::size_t PerBucket>
 void BM_BareAdd(benchmark::State& state) {
     const auto& keys = tally::bench::zipf_keys();
-    typename K::S s = K::make();
+    const typename K::S proto = K::make();
+    typename K::S s = proto;
     std::size_t i = 0;
     for (auto _ : state) {
         K::add(s, keys[i++ & (tally::bench::stream_len - 1)] * 0x9e3779b97f4a7c15ull);
+        if (PerBucket != 0 && i % PerBucket == 0) s = proto;
     }
     benchmark::DoNotOptimize(&s);
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
-template <class K, class Win>
+template <class K, class Win, u64 Tick>
 void BM_WindowAdd(benchmark::State& state) {
     const auto& keys = tally::bench::zipf_keys();
     Win w(bucket_ns, K::make());
     std::size_t i = 0;
     u64 t = 0;
     for (auto _ : state) {
-        K::add(w, t += tick, keys[i++ & (tally::bench::stream_len - 1)] * 0x9e3779b97f4a7c15ull);
+        K::add(w, t += Tick, keys[i++ & (tally::bench::stream_len - 1)] * 0x9e3779b97f4a7c15ull);
     }
     benchmark::DoNotOptimize(&w);
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
@@ -130,12 +135,19 @@ struct NaiveWin : Naive<S, Slots> {
 
 }  // namespace
 
-BENCHMARK_TEMPLATE(BM_BareAdd, Hll);
-BENCHMARK_TEMPLATE(BM_WindowAdd, Hll, tally::Windowed<tally::HyperLogLog, 8>);
-BENCHMARK_TEMPLATE(BM_WindowAdd, Hll, tally::Windowed<tally::HyperLogLog, 61>);
-BENCHMARK_TEMPLATE(BM_BareAdd, Td);
-BENCHMARK_TEMPLATE(BM_WindowAdd, Td, tally::Windowed<tally::TDigest, 8>);
-BENCHMARK_TEMPLATE(BM_WindowAdd, Td, tally::Windowed<tally::TDigest, 61>);
+// Add rows: 2^14 adds per bucket (Tick 64) and 2^20 (Tick 1), each beside the
+// bare sketch restarted at the same period, and the bare sketch never restarted.
+#define TALLY_ADD_ROWS(K, S)                                                  \
+    BENCHMARK_TEMPLATE(BM_BareAdd, K, 0);                                     \
+    BENCHMARK_TEMPLATE(BM_BareAdd, K, 16384);                                 \
+    BENCHMARK_TEMPLATE(BM_WindowAdd, K, tally::Windowed<S, 8>, 64);           \
+    BENCHMARK_TEMPLATE(BM_WindowAdd, K, tally::Windowed<S, 61>, 64);          \
+    BENCHMARK_TEMPLATE(BM_BareAdd, K, 1048576);                               \
+    BENCHMARK_TEMPLATE(BM_WindowAdd, K, tally::Windowed<S, 8>, 1);            \
+    BENCHMARK_TEMPLATE(BM_WindowAdd, K, tally::Windowed<S, 61>, 1);
+
+TALLY_ADD_ROWS(Hll, tally::HyperLogLog)
+TALLY_ADD_ROWS(Td, tally::TDigest)
 
 #define TALLY_VIEW_ROWS(K, S, SLOTS)                                                          \
     BENCHMARK_TEMPLATE(BM_View, K, tally::Windowed<S, SLOTS>, 1)->UseManualTime();           \
