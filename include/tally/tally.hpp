@@ -14,6 +14,7 @@
 #include "core/summary.hpp"
 
 #include "window/sliding_counter.hpp"
+#include "window/windowed.hpp"
 
 #include "limit/decision.hpp"
 #include "limit/fixed_window.hpp"
