@@ -51,35 +51,27 @@ constexpr std::uint64_t windowed_mix(std::uint64_t z) noexcept {  // SplitMix64'
 
 }  // namespace detail
 
-/// Windowed<S, Slots>: any MergeableSummary S over a sliding time window, as
-/// a ring of `Slots` sub-bucket summaries of width bucket_ns (the ring and
-/// its rules are SlidingCounter's).
+/// Windowed<S, Slots>: any MergeableSummary S over a sliding time window: a
+/// ring of `Slots` sub-bucket summaries of width bucket_ns, with the ring
+/// rules of SlidingCounter (advance before read, an idle gap clears at most
+/// Slots buckets, late events land in their own bucket while it is in the
+/// ring, older ones are dropped and counted, the ring never moves back).
 ///
-/// Span: view(now) first advances the ring to B = max(now / bucket_ns,
-/// newest_bucket()), then summarizes exactly the accepted events whose
-/// timestamp t has B - (Slots-1) <= t / bucket_ns <= B: the Slots-1 closed
-/// buckets and the current one, (Slots-1)*bucket_ns to Slots*bucket_ns of time
-/// (bucket-aligned: a sketch cannot weight part of a bucket). So
-/// view(now) == S built from scratch over those events, exactly for
-/// order-insensitive summaries (HyperLogLog, CountMin, BloomFilter), within
-/// S's own guarantee otherwise (TDigest, TopK; Reservoir in distribution).
-/// Late events land in their own bucket while it is in the ring; older ones
-/// are dropped and counted (dropped()); the ring never moves back.
+/// Span: view(now) advances to B = max(now / bucket_ns, newest_bucket()) and
+/// summarizes exactly the accepted events with B - (Slots-1) <= t / bucket_ns
+/// <= B: (Slots-1)*bucket_ns to Slots*bucket_ns of time, bucket-aligned. It
+/// equals S built from scratch over those events: exactly for HyperLogLog,
+/// CountMin, BloomFilter; within S's own guarantee for TDigest and TopK; in
+/// distribution for Reservoir (samplers get a generator per bucket).
 ///
-/// Queries: the Two-Stacks sliding-window aggregation (K. Tangwongsan,
-/// M. Hirzel, S. Schneider, "Low-Latency Sliding-Window Aggregation in
-/// Worst-Case Constant Time", DEBS 2017) with its flips at fixed positions
-/// (every Slots-1 buckets): suffix merges of the previous block, a running
-/// prefix merge of the current one. No inverse is needed. view() costs at most
-/// one S::merge plus one copy (none while cached), a roll O(1) merges
-/// amortized (about 3), add one S::add; a late event one S::add per aggregate
-/// covering it (<= Slots). Naive re-merging costs Slots-1 merges per view.
+/// Queries: Two-Stacks sliding-window aggregation (Tangwongsan, Hirzel,
+/// Schneider, "Low-Latency Sliding-Window Aggregation in Worst-Case Constant
+/// Time", DEBS 2017) with flips every Slots-1 buckets; no inverse needed.
+/// view() <= 1 S::merge + 1 copy (0 while cached); a roll ~3 merges
+/// amortized; add one S::add; a late event one S::add per aggregate covering it.
 ///
-/// Memory: Slots buckets plus at most Slots+1 aggregates and the prototype:
-/// about (2*Slots + 2) * S's footprint (docs/windowed.md lists it per type).
-///
-/// Thread safety: none; view() mutates (advance, cache). Keep one window per
-/// thread and merge them (buckets align by absolute index).
+/// Memory: at most 2*Slots + 3 summaries (buckets, aggregates, prototype).
+/// Thread safety: none; view() mutates. One window per thread, then merge.
 ///
 ///     tally::Windowed<tally::HyperLogLog, 61> users(60'000'000'000, tally::HyperLogLog(12));
 ///     users.add(now_ns, user_id);                           // 1-minute buckets
@@ -125,7 +117,7 @@ class Windowed {
 
     /// The merged summary of the window at now_ns (span: class comment).
     /// Valid until the next non-const call on this window.
-    const S& view(std::uint64_t now_ns) {
+    [[nodiscard]] const S& view(std::uint64_t now_ns) {
         const std::uint64_t b = now_ns / bucket_ns_;
         if (b > newest_) roll_to(b);
         settle();
