@@ -116,7 +116,8 @@ class Windowed {
     }
 
     /// The merged summary of the window at now_ns (span: class comment).
-    /// Valid until the next non-const call on this window.
+    /// Valid until the next non-const call on this window. Propagates what
+    /// S::merge throws (TDigest: total weight overflow); the window stays valid.
     [[nodiscard]] const S& view(std::uint64_t now_ns) {
         const std::uint64_t b = now_ns / bucket_ns_;
         if (b > newest_) roll_to(b);
@@ -166,7 +167,9 @@ class Windowed {
 
     /// Merges other's buckets into this one's, aligned by absolute index; the
     /// result's newest is the later one (the lagging ring advances first).
-    /// Throws std::invalid_argument (unchanged) unless mergeable_with(other).
+    /// Throws std::invalid_argument (unchanged) unless mergeable_with(other);
+    /// an exception from S::merge itself (TDigest: total weight overflow)
+    /// propagates after the buckets before it were merged.
     Windowed& merge(const Windowed& other) {
         if (bucket_ns_ != other.bucket_ns_)
             detail::throw_invalid_argument("tally::Windowed::merge: bucket widths differ (" +
@@ -182,6 +185,7 @@ class Windowed {
         const std::uint64_t n = std::max(newest_, other.newest_);
         if (n > newest_) roll_to(n);
         settle();
+        invalidate();  // first: if an S::merge throws below, the aggregates are rebuilt
         for (std::uint64_t a = 0; a < Slots && a <= other.newest_; ++a) {
             const std::uint64_t b = other.newest_ - a;
             if (n - b >= Slots) break;
@@ -195,7 +199,6 @@ class Windowed {
             touched_[p] = 1;
         }
         dropped_ = detail::sat_add(dropped_, other.dropped_);
-        invalidate();
         return *this;
     }
 
@@ -422,6 +425,12 @@ class Windowed {
             else
                 absorb(a, target, seed);
         };
+        // The bucket holds the event now. If an aggregate's add throws
+        // (TDigest: total weight overflow), the aggregates are dropped and
+        // rebuilt from the buckets by the next view, where the merge reports it.
+#if TALLY_HAS_EXCEPTIONS
+        try {
+#endif
         if (pre_ok_ && pre_block_ == blk && b >= blk * L && b < pre_end_) feed(pre_, seed_for(role_pre, blk));
         if (suf_ok_ && blk >= 1 && suf_block_ == blk - 1 && b < blk * L) {
             const std::uint64_t base = suf_block_ * L;
@@ -434,6 +443,11 @@ class Windowed {
             else
                 closed_ok_ = false;  // re-pick the source (maybe one merge)
         }
+#if TALLY_HAS_EXCEPTIONS
+        } catch (...) {
+            invalidate();
+        }
+#endif
     }
 
     // ---- aggregates ---------------------------------------------------------
@@ -442,9 +456,11 @@ class Windowed {
     void refresh_closed() {
         if (closed_ok_) return;
         const std::uint64_t n = newest_;
-        closed_ok_ = true;
         closed_src_ = Src::none;
-        if (n == 0) return;
+        if (n == 0) {
+            closed_ok_ = true;
+            return;
+        }
         const std::uint64_t blk = (n - 1) / L;
         const std::uint64_t start_idx = blk * L;
         if (!(pre_ok_ && pre_block_ == blk && pre_end_ <= n)) {
@@ -453,9 +469,9 @@ class Windowed {
             pre_end_ = start_idx;
             pre_ok_ = true;
         }
-        for (std::uint64_t b = pre_end_; b < n; ++b)
+        // pre_end_ moves per bucket: a merge that throws leaves it exact.
+        for (std::uint64_t b = pre_end_; b < n; pre_end_ = ++b)
             if (bucket_holds(b)) absorb(pre_, bucket(b), seed_for(role_pre, blk));
-        pre_end_ = n;
         const Agg* suf = nullptr;
         if (blk >= 1 && n - L < start_idx) {
             const std::uint64_t base = (blk - 1) * L;
@@ -476,6 +492,7 @@ class Windowed {
         } else if (pre_.has) {
             closed_src_ = Src::pre;
         }
+        closed_ok_ = true;
     }
 
     void build_suffixes(std::uint64_t block, std::uint64_t j0) {
