@@ -549,28 +549,29 @@ class TopK {
         const std::uint64_t m = rth_largest(r);
         std::size_t start = 0;
         while (slots_[start].count != 0) ++start;  // empty before the purge: no probe run crosses it
-        for (Slot& s : slots_) {
-            if (s.count == 0) continue;
-            if (s.count <= m) {
-                s.count = 0;
-                --size_;
-                if constexpr (is_string) arena_live_ -= s.len;
-            } else {
-                s.count -= m;
-            }
-        }
-        offset_ = detail::sat_add(offset_, m);
-        // Re-place the survivors in probe order from `start`: each lands at
-        // the first empty slot from its home, never past where it was.
+        // One sweep in probe order from `start`: every slot before the current
+        // one is final, so a survivor moves to the first empty slot from its
+        // home, which is never past where it was.
+        std::size_t held = 0;
         for (std::size_t step = 1; step < slots_.size(); ++step) {
             const std::size_t i = (start + step) & mask_;
-            if (slots_[i].count == 0) continue;
-            const std::size_t home = hash_of_slot(slots_[i]) & mask_;
-            if (home == i) continue;
-            Slot moving = std::move(slots_[i]);
-            slots_[i].count = 0;
-            slots_[empty_from(home)] = std::move(moving);
+            Slot& s = slots_[i];
+            const std::uint64_t c = s.count;
+            s.count = c > m ? c - m : 0;
+            if (s.count == 0) {
+                if constexpr (is_string) arena_live_ -= c != 0 ? s.len : 0;
+                continue;
+            }
+            ++held;
+            std::size_t to = hash_of_slot(s) & mask_;
+            while (to != i && slots_[to].count != 0) to = (to + 1) & mask_;
+            if (to != i) {
+                slots_[to] = std::move(s);
+                s.count = 0;
+            }
         }
+        size_ = held;
+        offset_ = detail::sat_add(offset_, m);
     }
 
     // The r-th largest held count (1 <= r <= size_): a histogram of counts
@@ -578,8 +579,7 @@ class TopK {
     std::uint64_t rth_largest(std::size_t r) const noexcept {
         std::uint32_t hist[256] = {};
         std::uint64_t top = 0;
-        for (const Slot& s : slots_) {
-            if (s.count == 0) continue;
+        for (const Slot& s : slots_) {  // empty slots land in hist[0]
             ++hist[s.count < 255 ? s.count : 255];
             top = std::max(top, s.count);
         }
