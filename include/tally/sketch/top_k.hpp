@@ -438,8 +438,9 @@ class TopK {
 
     template <class K>
     TALLY_ALWAYS_INLINE void add_impl(const K& key, std::uint64_t h, std::uint64_t count) {
+        std::size_t i = npos;
         if (TALLY_LIKELY(!slots_.empty())) {
-            for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+            for (i = h & mask_;; i = (i + 1) & mask_) {
                 Slot& s = slots_[i];
                 if (s.count == 0) break;
                 if (slot_holds(s, key, h)) {
@@ -449,13 +450,14 @@ class TopK {
                 }
             }
         }
-        add_new(key, h, count);
+        add_new(key, h, count, i);
     }
 
     // A miss: everything that can throw (table growth, string storage)
     // happens before the first change.
+    // `at` is the empty slot the probe for `key` ended at (npos: no table yet).
     template <class K>
-    void add_new(const K& key, std::uint64_t h, std::uint64_t count) {
+    void add_new(const K& key, std::uint64_t h, std::uint64_t count, std::size_t at) {
         if constexpr (is_string) reserve_string(key.size());
         if (size_ >= max_counters(lg_slots_) || slots_.empty()) {
             if (lg_slots_ < lg_max_) {
@@ -463,15 +465,20 @@ class TopK {
             } else {
                 purge();
             }
+            at = empty_from(h);
         }
-        place_new(key, h, count);
+        place_at(at, key, h, count);
         total_ = detail::sat_add(total_, count);
     }
 
     // Inserts an item known to be absent into a table with room for it.
     template <class K>
     void place_new(const K& key, std::uint64_t h, std::uint64_t count) noexcept {
-        Slot& s = slots_[empty_from(h)];
+        place_at(empty_from(h), key, h, count);
+    }
+    template <class K>
+    TALLY_ALWAYS_INLINE void place_at(std::size_t at, const K& key, std::uint64_t h, std::uint64_t count) noexcept {
+        Slot& s = slots_[at];
         if constexpr (is_string) {
             s.hash = h;
             s.offset = static_cast<std::uint32_t>(arena_.size());
