@@ -78,7 +78,7 @@ void tally_groups(std::span<const std::uint64_t> sample, std::uint64_t group_siz
 }
 
 /// Textbook Algorithm R; `off_by_one` draws randrange(i) instead of
-/// randrange(i + 1), the seed's bug (i is the 0-based index of the item).
+/// randrange(i + 1), a classic off-by-one (i is the 0-based index of the item).
 std::vector<std::uint64_t> algorithm_r(std::uint64_t n, std::size_t k, tally::test::Rng& rng, bool off_by_one) {
     std::vector<std::uint64_t> res;
     for (std::uint64_t i = 0; i < n; ++i) {
@@ -246,7 +246,7 @@ TEST_CASE("Reservoir::add_range equals add item by item, for every kind of range
     CHECK(s.size() == 2);
 }
 
-TEST_CASE("The seed's experiment: 20 items, k = 5, every item kept k/n of the time", "[reservoir][big]") {
+TEST_CASE("20 items, k = 5: every item kept k/n of the time", "[reservoir][big]") {
     const std::size_t trials = big(200000, 40000);
     std::vector<std::uint64_t> counts(20, 0);
     for (std::size_t t = 0; t < trials; ++t) {

@@ -122,7 +122,8 @@ TEST_CASE("TopK on Zipf streams holds every item above N/k, within its error bou
         truth[x] += w;
     }
     if (k >= 100 || s > 1.0) REQUIRE(heavy_count(truth, top.k()) > 0);
-    CHECK(top.error_bound() > 0);  // purges happened
+    // purges happened (in the full-size run; the small one may fit k = 1000)
+    CHECK((top.error_bound() > 0 || (tally::test::small_tests && truth.size() <= top.counters())));
     check_guarantee(top, truth);
 }
 

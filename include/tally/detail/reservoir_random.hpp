@@ -150,6 +150,13 @@ inline std::uint64_t checked_reservoir_k(const char* who, std::size_t k) {
     return static_cast<std::uint64_t>(k);
 }
 
+/// The merge precondition of both reservoirs: the same k.
+inline void check_same_k(const char* who, std::uint64_t k, std::uint64_t other_k) {
+    if (k != other_k)
+        throw_invalid_argument(std::string(who) + ": k " + std::to_string(k) + " does not match the other reservoir's k " +
+                               std::to_string(other_k));
+}
+
 /// Heap bytes of a sample: its storage and, for std::string, the buffers of
 /// strings too long for the in-object (small-string) storage.
 template <class T>

@@ -141,9 +141,7 @@ class Reservoir {
     /// both streams (see the class comment). Throws std::invalid_argument,
     /// leaving *this unchanged, if k differs.
     Reservoir& merge(const Reservoir& other) {
-        if (!mergeable_with(other))
-            detail::throw_invalid_argument("tally::Reservoir::merge: k " + std::to_string(k_) +
-                                           " does not match the other reservoir's k " + std::to_string(other.k_));
+        detail::check_same_k("tally::Reservoir::merge", k_, other.k_);
         if (other.seen_ == 0) return *this;
         if (this == &other) {
             const Reservoir copy = other;

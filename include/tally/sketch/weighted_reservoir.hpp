@@ -109,9 +109,7 @@ class WeightedReservoir {
     /// Keeps the k largest keys of both samples (see the class comment).
     /// Throws std::invalid_argument, leaving *this unchanged, if k differs.
     WeightedReservoir& merge(const WeightedReservoir& other) {
-        if (!mergeable_with(other))
-            detail::throw_invalid_argument("tally::WeightedReservoir::merge: k " + std::to_string(k_) +
-                                           " does not match the other reservoir's k " + std::to_string(other.k_));
+        detail::check_same_k("tally::WeightedReservoir::merge", k_, other.k_);
         if (other.seen_ == 0) return *this;
         if (this == &other) {
             const WeightedReservoir copy = other;
