@@ -75,6 +75,8 @@ TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
 template <class T>
 class TopK {
     static constexpr bool is_string = detail::top_k_is_string<T>;
+    static_assert(is_string || (std::is_default_constructible_v<T> && std::is_copy_assignable_v<T>),
+                  "tally::TopK<T> stores items inline: T must be default-constructible and copy-assignable");
 
   public:
     using value_type = T;
