@@ -107,7 +107,8 @@ class TopK {
     }
 
     /// The largest table whose memory_bytes() never exceeds `bytes` (for
-    /// std::string, plus the bytes of the held strings).
+    /// std::string, plus the string arena: at most 4x the most string bytes
+    /// held at once, plus 64).
     [[nodiscard]] static TopK with_memory(std::size_t bytes, Seed seed = Seed{}) {
         detail::check_range("tally::TopK::with_memory", "bytes", bytes, table_bytes(min_lg_slots),
                             std::numeric_limits<std::size_t>::max());
