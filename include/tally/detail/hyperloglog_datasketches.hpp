@@ -127,10 +127,22 @@ inline Hash128 ds_hash_bytes(const void* data, std::size_t len) noexcept {
     return murmur3_x64_128(data, len, ds_hll_seed);
 }
 
+/// MurmurHash3_x64_128 of the 8 little-endian bytes of v: the 1..15-byte
+/// tail path with one 8-byte word, written out (the common integer case).
 inline Hash128 ds_hash_i64(std::int64_t v) noexcept {
-    unsigned char b[8];
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(v) >> (8 * i));
-    return ds_hash_bytes(b, 8);
+    std::uint64_t k1 = static_cast<std::uint64_t>(v);
+    k1 *= 0x87c37b91114253d5ull;
+    k1 = std::rotl(k1, 31);
+    k1 *= 0x4cf5ad432745937full;
+    std::uint64_t h1 = (ds_hll_seed ^ k1) ^ 8;
+    std::uint64_t h2 = ds_hll_seed ^ 8;
+    h1 += h2;
+    h2 += h1;
+    h1 = murmur3_fmix64(h1);
+    h2 = murmur3_fmix64(h2);
+    h1 += h2;
+    h2 += h1;
+    return {h1, h2};
 }
 
 inline Hash128 ds_hash_double(double d) noexcept {
@@ -366,6 +378,7 @@ inline DsHllImage ds_hll_decode(std::span<const std::byte> b, int min_lg_k, int 
         if (len < start) ds_fail("truncated preamble (" + std::to_string(len) + " bytes)");
         const std::uint32_t count = list ? byte(6) : ds_u32(b, 8);
         if (empty && count != 0) ds_fail("empty flag with " + std::to_string(count) + " coupons");
+        if (count > (std::uint32_t{1} << 26)) ds_fail("coupon count " + std::to_string(count) + " exceeds 2^26");
         if (!list && lg_k <= 7) ds_fail("SET mode with lg_k " + std::to_string(lg_k) + " <= 7");
         std::size_t slots;  // 4-byte entries present
         if (compact) {
@@ -479,6 +492,7 @@ inline DsHllImage ds_hll_decode(std::span<const std::byte> b, int min_lg_k, int 
         any = hist[0] != k;
     }
     if (empty && any) ds_fail("empty flag with non-zero registers");
+    if (!any && !img.out_of_order && ds_f64(b, 8) != 0) ds_fail("HIP estimate of an empty sketch is not 0");
     if (!any) img.registers.clear();
     if (!img.out_of_order) {
         img.hip = ds_f64(b, 8);

@@ -216,7 +216,10 @@ class HyperLogLog {
         // Same operation order as Redis's hllCount, so that rounding this
         // value reproduces PFCOUNT bit for bit.
         double z = m * detail::hll_tau((m - c[q + 1]) / m);
-        for (int k = q; k >= 1; --k) {
+        int top = q;
+        if (z == 0.0)  // 0 + 0 halved stays exactly 0: skip the empty top of the histogram
+            while (top >= 1 && c[top] == 0) --top;
+        for (int k = top; k >= 1; --k) {
             z += c[k];
             z *= 0.5;
         }
@@ -617,8 +620,8 @@ class HyperLogLog {
                 out.registers_ = std::move(img.registers);
                 out.rebuild_from_registers();
             }
-            out.hip_valid_ = !img.out_of_order;
-            if (out.hip_valid_) {
+            out.hip_valid_ = !img.out_of_order || out.empty();
+            if (!img.out_of_order) {
                 out.hip_ = img.hip;
                 out.kxq0_ = img.kxq0;
                 out.kxq1_ = img.kxq1;
@@ -626,7 +629,7 @@ class HyperLogLog {
         } else {
             for (const std::uint32_t c : img.coupons)
                 out.update_register(c & (out.register_count() - 1), static_cast<std::uint8_t>(c >> 26));
-            out.hip_valid_ = !img.out_of_order;
+            out.hip_valid_ = !img.out_of_order || out.empty();
         }
         return out;
     }
