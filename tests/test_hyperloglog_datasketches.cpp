@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -76,6 +77,12 @@ HyperLogLog ds_sketch(int lg_k, bool strings, std::uint64_t begin, std::uint64_t
 
 const char* type_name(DataSketchesHll t) {
     return t == DataSketchesHll::hll_4 ? "hll4" : t == DataSketchesHll::hll_6 ? "hll6" : "hll8";
+}
+
+std::vector<std::byte> bytes_of(std::initializer_list<int> xs) {
+    std::vector<std::byte> v;
+    for (int x : xs) v.push_back(static_cast<std::byte>(x));
+    return v;
 }
 
 bool hll_mode(const std::vector<std::byte>& b) { return (std::to_integer<int>(b[7]) & 3) == 2; }
@@ -271,6 +278,18 @@ TEST_CASE("DataSketches: malformed images raise FormatError", "[hyperloglog][dat
     CHECK_THROWS_AS(HyperLogLog::from_datasketches(with(hll8, 7, 0x0e)), FormatError);  // type 3
     CHECK_THROWS_AS(HyperLogLog::from_datasketches(with(hll8, 0, 2)), FormatError);     // preamble vs mode
     CHECK_THROWS_AS(HyperLogLog::from_datasketches(with(hll8, 5, 0x09)), FormatError);  // big-endian flag
+
+    // Found by fuzzing: an empty LIST image with the out-of-order flag is an
+    // empty sketch (estimator hip, like every empty sketch), and a SET count
+    // near 2^32 is refused before any table size is computed from it.
+    const auto empty_ooo = bytes_of({0x02, 0x01, 0x07, 0x0e, 0x0b, 0x3a, 0x00, 0x00});
+    const HyperLogLog e = HyperLogLog::from_datasketches(empty_ooo);
+    CHECK(e.empty());
+    CHECK(e.estimator() == tally::HllEstimator::hip);
+    CHECK(HyperLogLog::from_datasketches(e.to_datasketches()).estimator() == tally::HllEstimator::hip);
+    CHECK_THROWS_WITH(HyperLogLog::from_datasketches(bytes_of(
+                          {0x03, 0x01, 0x07, 0x0e, 0x00, 0x00, 0x00, 0x01, 0xff, 0xff, 0xff, 0xff})),
+                      "tally::HyperLogLog::from_datasketches: coupon count 4294967295 exceeds 2^26");
 }
 
 TEST_CASE("DataSketches: hash mode conventions and merging", "[hyperloglog][datasketches]") {
