@@ -117,7 +117,7 @@ enum class HllEstimator : std::uint8_t {
 ///
 ///     tally::HyperLogLog hll(14);
 ///     for (const auto& user : events) hll.add(user);
-///     double distinct = hll.estimate();  // +-0.66% (one sigma, HIP)
+///     double distinct = hll.estimate();  // +-0.65% (one sigma, HIP)
 class HyperLogLog {
   public:
     using HashMode = HllHashMode;
