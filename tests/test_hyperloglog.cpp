@@ -106,13 +106,30 @@ std::size_t largest_allocation = 0;
 
 }  // namespace
 
-void* operator new(std::size_t n) {
+// Every non-aligned form is replaced, so that each allocation and its release
+// go through the same pair (sanitizers check the pairing).
+namespace {
+void* counted_malloc(std::size_t n) noexcept {
     if (armed && n > largest_allocation) largest_allocation = n;
-    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    return std::malloc(n == 0 ? 1 : n);
+}
+}  // namespace
+void* operator new(std::size_t n) {
+    if (void* p = counted_malloc(n)) return p;
     throw std::bad_alloc();
 }
+void* operator new[](std::size_t n) {
+    if (void* p = counted_malloc(n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace {
 template <class F>
