@@ -278,6 +278,12 @@ TEST_CASE("DataSketches: malformed images raise FormatError", "[hyperloglog][dat
     CHECK_THROWS_AS(HyperLogLog::from_datasketches(with(hll8, 7, 0x0e)), FormatError);  // type 3
     CHECK_THROWS_AS(HyperLogLog::from_datasketches(with(hll8, 0, 2)), FormatError);     // preamble vs mode
     CHECK_THROWS_AS(HyperLogLog::from_datasketches(with(hll8, 5, 0x09)), FormatError);  // big-endian flag
+    CHECK_THROWS_WITH(HyperLogLog::from_datasketches(with(hll8, 23, 0x41)),  // kxq0 off by 2^16
+                      "tally::HyperLogLog::from_datasketches: HIP state does not match the registers");
+    // Flag 32 (Java's "rebuild cur_min and kxq"): the stored kxq is not trusted.
+    const HyperLogLog rebuilt = HyperLogLog::from_datasketches(with(with(hll8, 23, 0x41), 5, 0x08 | 0x20));
+    CHECK(rebuilt == HyperLogLog::from_datasketches(hll8));
+    CHECK(rebuilt.estimate() == HyperLogLog::from_datasketches(hll8).estimate());
 
     // Found by fuzzing: an empty LIST image with the out-of-order flag is an
     // empty sketch (estimator hip, like every empty sketch), and a SET count

@@ -499,6 +499,12 @@ inline DsHllImage ds_hll_decode(std::span<const std::byte> b, int min_lg_k, int 
         img.kxq0 = ds_f64(b, 16);
         img.kxq1 = ds_f64(b, 24);
         const double sum = kxq0 + kxq1;
+        if ((flags & ds_flag_full_size) != 0) {
+            // Bit 5 is "start full size" in C++ images and, in Java, "rebuild
+            // cur_min and kxq" (set by unions): the stored kxq may be stale.
+            img.kxq0 = kxq0;
+            img.kxq1 = kxq1;
+        }
         if (!std::isfinite(img.hip) || img.hip < 0 || !std::isfinite(img.kxq0) || !std::isfinite(img.kxq1) ||
             !(std::abs(img.kxq0 + img.kxq1 - sum) <= 1e-9 * sum))
             ds_fail("HIP state does not match the registers");
