@@ -98,7 +98,7 @@ enum class HllEstimator : std::uint8_t {
 ///
 /// Flajolet et al. (AofA 2007) registers with a 64-bit hash. While a sketch has
 /// only seen adds, estimate() is the HIP estimator (Ting, KDD 2014; Cohen,
-/// PODC 2014 / TKDE 2015): unbiased, RSE sqrt(ln 2) / sqrt(m) = 0.83 / sqrt(m)
+/// PODS 2014 / TKDE 2015): unbiased, RSE sqrt(ln 2) / sqrt(m) = 0.83 / sqrt(m)
 /// (m = 2^p). After merge()/reduce() it is Ertl's improved estimator
 /// (arXiv:1702.01284, as Redis's PFCOUNT), RSE 1.04 / sqrt(m); estimator()
 /// says which. Both are O(1): a register histogram is kept on add.
