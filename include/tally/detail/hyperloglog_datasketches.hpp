@@ -49,7 +49,7 @@ struct Hash128 {
 inline constexpr std::uint64_t ds_hll_seed = 9001;
 inline constexpr int ds_hll_max_rank = 63;  // min(leading zeros, 62) + 1
 
-inline std::uint64_t murmur3_fmix64(std::uint64_t k) noexcept {
+TALLY_ALWAYS_INLINE std::uint64_t murmur3_fmix64(std::uint64_t k) noexcept {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
     k ^= k >> 33;
@@ -129,7 +129,7 @@ inline Hash128 ds_hash_bytes(const void* data, std::size_t len) noexcept {
 
 /// MurmurHash3_x64_128 of the 8 little-endian bytes of v: the 1..15-byte
 /// tail path with one 8-byte word, written out (the common integer case).
-inline Hash128 ds_hash_i64(std::int64_t v) noexcept {
+TALLY_ALWAYS_INLINE Hash128 ds_hash_i64(std::int64_t v) noexcept {
     std::uint64_t k1 = static_cast<std::uint64_t>(v);
     k1 *= 0x87c37b91114253d5ull;
     k1 = std::rotl(k1, 31);
@@ -154,7 +154,7 @@ inline Hash128 ds_hash_double(double d) noexcept {
 /// Hashes `item` as DataSketches' HllSketch::update overloads do. Returns
 /// false for the items update() ignores (empty strings, null pointers).
 template <class T>
-bool ds_hll_hash_item(const T& item, Hash128& out) noexcept {
+TALLY_ALWAYS_INLINE bool ds_hll_hash_item(const T& item, Hash128& out) noexcept {
     using D = std::decay_t<T>;
     if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
         const char* s = item;
