@@ -442,7 +442,7 @@ TEST_CASE("redis SlidingWindowLimiter: random operations decide exactly as tally
     tally::redis::Options o;
     o.key_prefix = "diff:sw:";
     tally::test::Rng rng(77);
-    const std::size_t ops = tally::test::big(50'000, 5'000);
+    const std::size_t ops = tally::test::big(34'000, 4'000);  // per ring size: 10^5 in all
     auto run = [&](auto slots_tag, const Quota q, const char* name) {
         constexpr std::size_t S = decltype(slots_tag)::value;
         tally::redis::SlidingWindowLimiter<S> remote(client, q, o);
