@@ -5,8 +5,8 @@
 // (PR_SET_PDEATHSIG) and the destructor always reaps it.
 //
 // Skipping: where no redis-server binary exists, redis_server_binary()
-// returns empty and the caller skips with one line; with CI=true in the
-// environment, missing_redis_server() reports that as a failure instead.
+// returns empty and the caller skips with one line; where in_ci() holds it
+// fails instead.
 #pragma once
 
 #include <arpa/inet.h>
@@ -54,11 +54,15 @@ inline std::string redis_server_binary() {
     return {};
 }
 
-/// True when the environment says this is CI (CI=true), where a missing
-/// redis-server is a failure rather than a skip.
+/// True where a missing redis-server is a failure rather than a skip: CI=true
+/// (set by CI services) or TALLY_REQUIRE_REDIS=1 (set by scripts/deps.sh,
+/// which installs redis-server).
 inline bool in_ci() {
-    const char* ci = std::getenv("CI");
-    return ci != nullptr && (std::string_view(ci) == "true" || std::string_view(ci) == "1");
+    for (const char* name : {"CI", "TALLY_REQUIRE_REDIS"}) {
+        const char* v = std::getenv(name);
+        if (v != nullptr && (std::string_view(v) == "true" || std::string_view(v) == "1")) return true;
+    }
+    return false;
 }
 
 /// A free TCP port on 127.0.0.1 (bound once, then released).

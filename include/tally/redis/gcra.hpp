@@ -2,6 +2,7 @@
 // Redis: the decisions of tally::Gcra, fleet-wide.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -66,7 +67,8 @@ class GcraLimiter {
         return one(key, params_for(quota), cost, now_ns);
     }
 
-    /// out[i] = try_acquire(keys[i], cost), all in one pipelined round trip
+    /// out[i] = try_acquire(keys[i], cost) for every key, in order (a key may
+    /// repeat), in one round trip: one script call per 256 keys, pipelined
     /// (Redis time). std::invalid_argument when the sizes differ.
     void try_acquire_batch(std::span<const std::string_view> keys, std::span<Decision> out, std::uint64_t cost = 1) {
         batch(keys, out, cost, {});
@@ -131,13 +133,17 @@ class GcraLimiter {
                                                   std::to_string(keys.size()) + " != out.size() " +
                                                   std::to_string(out.size()));
         if (keys.empty()) return;
-        const protocol::GcraParams* ps[1] = {&params_};
-        const std::uint64_t costs[1] = {cost};
+        // One script call per chunk of keys, all chunks pipelined: one round
+        // trip, and the script's per-call overhead paid once per chunk.
+        constexpr std::size_t chunk = 256;
         std::vector<protocol::Call> calls;
-        calls.reserve(keys.size());
-        for (const auto key : keys) {
-            const std::string k[1] = {protocol::detail::prefixed_key(who, opt_.key_prefix, key)};
-            calls.push_back(protocol::gcra_call(k, ps, costs, now_ns));
+        calls.reserve((keys.size() + chunk - 1) / chunk);
+        std::vector<std::string> k;
+        for (std::size_t at = 0; at < keys.size(); at += chunk) {
+            k.clear();
+            for (std::size_t i = at; i < keys.size() && i < at + chunk; ++i)
+                k.push_back(protocol::detail::prefixed_key(who, opt_.key_prefix, keys[i]));
+            calls.push_back(protocol::gcra_batch_call(k, params_, cost, now_ns));
         }
         std::vector<Reply> replies;
         if (!client_->run(calls, replies)) {
@@ -145,9 +151,16 @@ class GcraLimiter {
             for (auto& d : out) d = degraded(why);
             return;
         }
-        for (std::size_t i = 0; i < keys.size(); ++i) {
-            const std::string_view user[1] = {keys[i]};
-            out[i] = finish(protocol::gcra_decode(replies[i], ps, costs, now_ns, user));
+        std::vector<protocol::Outcome> outcomes;
+        std::string error;
+        for (std::size_t c = 0, at = 0; c < calls.size(); ++c, at += chunk) {
+            const std::size_t n = std::min(chunk, keys.size() - at);
+            outcomes.assign(n, protocol::Outcome{});
+            if (!protocol::gcra_batch_decode(replies[c], params_, cost, now_ns, keys.subspan(at, n), outcomes, error)) {
+                for (std::size_t i = 0; i < n; ++i) out[at + i] = degraded(error);
+                continue;
+            }
+            for (std::size_t i = 0; i < n; ++i) out[at + i] = finish(outcomes[i]);
         }
     }
 

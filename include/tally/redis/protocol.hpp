@@ -253,6 +253,72 @@ inline Outcome gcra_decode(const Reply& r, std::span<const GcraParams* const> pa
     return o;
 }
 
+/// The GCRA call for a batch: every key decided and charged on its own, one
+/// quota and cost, in one script call.
+inline Call gcra_batch_call(std::span<const std::string> keys, const GcraParams& params, std::uint64_t cost,
+                            std::optional<std::uint64_t> now_ns) {
+    Call c;
+    c.script = Script::gcra;
+    c.num_keys = keys.size();
+    c.args.reserve(keys.size() + 7);
+    for (const auto& k : keys) c.args.push_back(k);
+    c.args.emplace_back(now_ns ? "C" : "S");
+    params.append_args(c.args, cost, now_ns);
+    return c;
+}
+
+/// Decodes a batch reply: out[i] is tally::Gcra's decision for key i, or
+/// (ok == false in errors[i]'s sense) an error text when the key held a
+/// foreign value. Returns false, with `error` set, when the whole reply is
+/// unusable.
+inline bool gcra_batch_decode(const Reply& r, const GcraParams& params, std::uint64_t cost,
+                              std::optional<std::uint64_t> now_ns, std::span<const std::string_view> user_keys,
+                              std::span<Outcome> out, std::string& error) {
+    const std::size_t m = user_keys.size();
+    if (r.type == Reply::Type::error) {
+        error = detail::script_error(r, user_keys).error;
+        return false;
+    }
+    if (r.type != Reply::Type::array || r.elements.size() != 2 + 3 * m || out.size() != m) {
+        error = "malformed reply to the GCRA script (type or length)";
+        return false;
+    }
+    const auto& e = r.elements;
+    constexpr long long max32 = 0xffffffffLL;
+    if (!detail::int_in(e[0], 0, 1) || !detail::int_in(e[1], 0, (1LL << 53) - 1) || (now_ns && e[1].integer != 0)) {
+        error = "malformed reply to the GCRA script (header)";
+        return false;
+    }
+    const std::uint64_t now = now_ns ? *now_ns : static_cast<std::uint64_t>(e[1].integer) * 1000;
+    for (std::size_t i = 0; i < m; ++i) {
+        const Reply& hi = e[2 + 3 * i];
+        const Reply& lo = e[3 + 3 * i];
+        const Reply& ok = e[4 + 3 * i];
+        if (!detail::int_in(hi, 0, max32) || !detail::int_in(lo, 0, max32) || !detail::int_in(ok, 0, 2)) {
+            out[i] = detail::fail("malformed reply to the GCRA script (state)");
+            continue;
+        }
+        if (ok.integer == 2) {
+            Reply foreign;
+            foreign.type = Reply::Type::error;
+            foreign.str = "TALLYFOREIGN 1 holds a value tally did not write";
+            out[i] = detail::script_error(foreign, user_keys.subspan(i, 1));
+            continue;
+        }
+        const std::uint64_t tat = (static_cast<std::uint64_t>(hi.integer) << 32) | static_cast<std::uint64_t>(lo.integer);
+        std::uint64_t next;
+        const Decision d = params.grid().gcra(tat, now, cost, next);
+        if (d.allowed != (ok.integer == 1)) {
+            out[i] = detail::fail("inconsistent reply to the GCRA script");
+            continue;
+        }
+        out[i].ok = true;
+        out[i].decision = d;
+        out[i].error.clear();
+    }
+    return true;
+}
+
 /// A sliding-window quota prepared for the script: tally::SlidingWindowLimiter
 /// <std::uint64_t, Slots> as the policy, plus the script's constants. Refuses
 /// (std::invalid_argument) what Quota::validate refuses, bucket widths outside

@@ -57,58 +57,96 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function fmt(x) return string.format('%.0f', x) end
+-- Integers below 10^14 concatenate exactly ("%.14g"), without string.format.
 local function ttl(ms)
-  if ms > 4503599627370496 then ms = 4503599627370496 end
-  return fmt(ms)
+  if ms > 99999999999999 then ms = 99999999999999 end
+  return ms
 end
 )lua";
 
-// GCRA over #KEYS limits, all or nothing.
-// ARGV[1] = 's' (Redis TIME) or 'c' (caller's grid index); then per limit
-// six arguments: cap, cost, x, y, ms_per_unit, lead_ms, where
-//   's': x/y = 1000 * limit / window_ns in lowest terms (x * y < 2^53), so
-//        index(t) = floor(u * x / y) for u = TIME in microseconds;
-//   'c': x, y = the high and low 32 bits of the caller's index(now), and
+// GCRA over #KEYS keys. ARGV[1] is the mode:
+//   's' / 'c': all or nothing over the keys (limits), six arguments per key;
+//   'S' / 'C': each key decided and charged on its own (a batch), one set of
+//              six arguments for all keys;
+// with 's'/'S' reading Redis TIME and 'c'/'C' taking the caller's index.
+// The six arguments: cap, cost, x, y, ms_per_unit, lead_ms, where
+//   Redis time: x/y = 1000 * limit / window_ns in lowest terms (x * y <
+//        2^53), so index(t) = floor(u * x / y) for u = TIME in microseconds;
+//   caller's time: x, y = the high and low 32 bits of index(now), and
 //        lead_ms = now - time_of(index(now)) in milliseconds.
 // TTL: time_of(next) - now <= (next - index(now)) * T - lead + 1 ns, so
 // floor((next - index(now)) * ms_per_unit - lead_ms) + 2 ms covers it
 // (doubles err by far less than the 1 ms margin) and exceeds it by < 2 ms.
 // State: "g1:<hi>:<lo>", the TAT grid index. Reply: {all_ok, u, then per
-// limit tat_hi, tat_lo, ok}; writes only when every limit admits.
+// key tat_hi, tat_lo, ok}, the TAT as read.
 inline constexpr std::string_view lua_gcra = R"lua(
-local server = ARGV[1] == 's'
+local mode = ARGV[1]
+local server = mode == 's' or mode == 'S'
+local batch = mode == 'S' or mode == 'C'
 local u = 0
 if server then u = now_us() end
-local out, plan, all = {0, u}, {}, true
+local out, plan, all, at = {0, u}, {}, true, 2
+local function write(i, bh, bl, cost, debt, ms, lead)
+  local xh, xl = bh, bl + cost
+  if xl >= P then
+    local k = math.floor(xl / P)
+    xl = xl - k * P
+    xh = xh + k
+  end
+  redis.call('SET', KEYS[i], 'g1:' .. xh .. ':' .. xl, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
+end
+local cap, cost, x, y, ms, lead, nh, nl
 for i = 1, #KEYS do
-  local o = 1 + (i - 1) * 6
-  local cap, cost = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
-  local x, y = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
-  local nh, nl, lead = x, y, tonumber(ARGV[o + 6])
-  if server then
-    local r = math.fmod(u, y)
-    local rx = r * x
-    local ry = math.fmod(rx, y)
-    lead = ry / x / 1000
-    local f = (rx - ry) / y
-    local c = mul((u - r) / y, x)
-    nh = c[4] * 65536 + c[3]
-    nl = c[2] * 65536 + c[1] + f
-    if nl >= P then
-      local k = math.floor(nl / P)
-      nl = nl - k * P
-      nh = nh + k
+  if i == 1 or not batch then
+    local o = batch and 1 or 1 + (i - 1) * 6
+    cap, cost = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+    x, y, ms, lead = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+    nh, nl = x, y
+    if server then
+      local r = math.fmod(u, y)
+      local rx = r * x
+      local ry = math.fmod(rx, y)
+      lead = ry / x / 1000
+      local f = (rx - ry) / y
+      local q = (u - r) / y
+      if q * x < 4503599627370496 then
+        local n = q * x + f
+        nl = math.fmod(n, P)
+        nh = (n - nl) / P
+      else
+        local c = mul(q, x)
+        nh = c[4] * 65536 + c[3]
+        nl = c[2] * 65536 + c[1] + f
+        if nl >= P then
+          local k = math.floor(nl / P)
+          nl = nl - k * P
+          nh = nh + k
+        end
+      end
     end
   end
   local v = redis.pcall('GET', KEYS[i])
-  if type(v) == 'table' then return redis.error_reply('TALLYFOREIGN ' .. i .. ' holds a non-string value') end
-  local th, tl = 0, 0
-  if v then
+  local th, tl, bad = 0, 0, nil
+  if type(v) == 'table' then
+    bad = 'holds a non-string value'
+  elseif v then
     local h, l = string.match(v, '^g1:(%d+):(%d+)$')
-    if not h then return redis.error_reply('TALLYFOREIGN ' .. i .. ' holds a string tally did not write') end
-    th, tl = tonumber(h), tonumber(l)
-    if th >= P or tl >= P then return redis.error_reply('TALLYFOREIGN ' .. i .. ' holds an out-of-range state') end
+    if not h then
+      bad = 'holds a string tally did not write'
+    else
+      th, tl = tonumber(h), tonumber(l)
+      if th >= P or tl >= P then bad = 'holds an out-of-range state' end
+    end
   end
+  if bad and not batch then return redis.error_reply('TALLYFOREIGN ' .. i .. ' ' .. bad) end
+  if bad then
+    -- A batch goes on: this key's entry says "foreign" (ok = 2).
+    all = false
+    out[at + 1] = 0
+    out[at + 2] = 0
+    out[at + 3] = 2
+    at = at + 3
+  else
   local level, bh, bl, debt = cap, nh, nl, 0
   if th > nh or (th == nh and tl > nl) then
     local dh, dl = th - nh, tl - nl
@@ -132,23 +170,23 @@ for i = 1, #KEYS do
   end
   local ok = cost <= avail
   if not ok then all = false end
-  plan[i] = {bh, bl, cost, debt, tonumber(ARGV[o + 5]), lead}
-  out[#out + 1] = th
-  out[#out + 1] = tl
-  out[#out + 1] = ok and 1 or 0
+  if batch then
+    if ok and cost > 0 then write(i, bh, bl, cost, debt, ms, lead) end
+  else
+    plan[i] = {bh, bl, cost, debt, ms, lead}
+  end
+  out[at + 1] = th
+  out[at + 2] = tl
+  out[at + 3] = ok and 1 or 0
+  at = at + 3
+  end
 end
 if all then
   out[1] = 1
-  for i = 1, #KEYS do
-    local p = plan[i]
-    if p[3] > 0 then
-      local xh, xl = p[1], p[2] + p[3]
-      if xl >= P then
-        local k = math.floor(xl / P)
-        xl = xl - k * P
-        xh = xh + k
-      end
-      redis.call('SET', KEYS[i], 'g1:' .. fmt(xh) .. ':' .. fmt(xl), 'PX', ttl(math.floor((p[4] + p[3]) * p[5] - p[6]) + 2))
+  if not batch then
+    for i = 1, #KEYS do
+      local p = plan[i]
+      if p[3] > 0 then write(i, p[1], p[2], p[3], p[4], p[5], p[6]) end
     end
   end
 end
