@@ -162,13 +162,17 @@ TEST_CASE("redis faults: a foreign value under a key is a clear error, never a d
     CHECK(limiter.try_acquire_all(limits).degraded);
     CHECK(limiter.try_acquire("fine", 0).remaining == 10);
     // A batch decides the other keys and marks only the foreign one.
-    std::vector<std::string_view> keys{"fine2", "garbage", "fine3"};
-    std::vector<Decision> out(3, Decision{false, 0, 0, 0});
+    std::vector<std::string_view> keys{"fine2", "garbage", "fine3", "hash", "fine2", "never-seen"};
+    std::vector<Decision> out(keys.size(), Decision{false, 0, 0, 0});
     limiter.try_acquire_batch(keys, out);
     CHECK((out[0].allowed && !out[0].degraded && out[0].remaining == 9));
     CHECK(out[1] == Decision{false, 0, 50'000'000, 0, true});
     CHECK((out[2].allowed && !out[2].degraded && out[2].remaining == 9));
-    CHECK(limiter.last_error().rfind("foreign value: key \"garbage\"", 0) == 0);
+    CHECK(out[3] == Decision{false, 0, 50'000'000, 0, true});
+    CHECK((out[4].allowed && !out[4].degraded && out[4].remaining == 8));  // a repeat sees the first charge
+    CHECK((out[5].allowed && !out[5].degraded && out[5].remaining == 9));
+    CHECK(limiter.last_error().rfind("foreign value: key \"hash\"", 0) == 0);
+    CHECK(tally_test::must(client.command({"TYPE", "tally:hash"})).str == "hash");
     // The values were left alone.
     CHECK(tally_test::must(client.command({"GET", "tally:garbage"})).str == "hello");
 }

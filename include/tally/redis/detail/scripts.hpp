@@ -93,7 +93,30 @@ local function write(i, bh, bl, cost, debt, ms, lead)
     xl = xl - k * P
     xh = xh + k
   end
-  redis.call('SET', KEYS[i], 'g1:' .. xh .. ':' .. xl, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
+  local state = 'g1:' .. xh .. ':' .. xl
+  redis.call('SET', KEYS[i], state, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
+  return state
+end
+-- A batch reads every key with one MGET. MGET answers nil both for a missing
+-- key and for a key of another type: EXISTS tells them apart (one more call,
+-- and one per nil key only when some nil key exists). `seen` holds what this
+-- call wrote, for keys that repeat within the batch.
+local vals, seen = nil, {}
+if batch then
+  vals = redis.call('MGET', unpack(KEYS))
+  local nils = {}
+  for i = 1, #KEYS do
+    if not vals[i] then nils[#nils + 1] = i end
+  end
+  if #nils > 0 then
+    local names = {}
+    for j = 1, #nils do names[j] = KEYS[nils[j]] end
+    if redis.call('EXISTS', unpack(names)) > 0 then
+      for j = 1, #nils do
+        if redis.call('EXISTS', KEYS[nils[j]]) == 1 then vals[nils[j]] = {} end
+      end
+    end
+  end
 end
 local cap, cost, x, y, ms, lead, nh, nl
 for i = 1, #KEYS do
@@ -125,7 +148,13 @@ for i = 1, #KEYS do
       end
     end
   end
-  local v = redis.pcall('GET', KEYS[i])
+  local v
+  if batch then
+    v = seen[KEYS[i]]
+    if v == nil then v = vals[i] end
+  else
+    v = redis.pcall('GET', KEYS[i])
+  end
   local th, tl, bad = 0, 0, nil
   if type(v) == 'table' then
     bad = 'holds a non-string value'
@@ -171,7 +200,7 @@ for i = 1, #KEYS do
   local ok = cost <= avail
   if not ok then all = false end
   if batch then
-    if ok and cost > 0 then write(i, bh, bl, cost, debt, ms, lead) end
+    if ok and cost > 0 then seen[KEYS[i]] = write(i, bh, bl, cost, debt, ms, lead) end
   else
     plan[i] = {bh, bl, cost, debt, ms, lead}
   end
