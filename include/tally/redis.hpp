@@ -7,6 +7,7 @@
 #include "redis/options.hpp"
 #include "redis/protocol.hpp"
 #include "redis/client.hpp"
+#include "redis/cluster.hpp"
 #include "redis/gcra.hpp"
 #include "redis/sliding_window.hpp"
 
