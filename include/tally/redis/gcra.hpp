@@ -41,6 +41,7 @@ namespace tally::redis {
 ///
 /// Cost: one round trip per call or per batch; the script is O(limits).
 /// Thread safety: all members are thread-safe (the Client serialises I/O).
+/// The limiter keeps a pointer to the Client: it must outlive the limiter.
 ///
 ///   tally::redis::GcraLimiter api(client, tally::Quota::per_minute(600));
 ///   auto d = api.try_acquire("key:42");
