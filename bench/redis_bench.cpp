@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +35,25 @@ std::vector<std::string> key_names(std::size_t n) {
     return k;
 }
 
-void report(benchmark::State& state, std::uint64_t decisions, std::uint64_t trips) {
+// Server CPU spent in scripts (EVAL + EVALSHA) since the last reset, from
+// INFO commandstats: less sensitive to a loaded machine than wall time.
+double script_usec(tally::redis::Client& c) {
+    const auto info = c.command({"INFO", "commandstats"});
+    if (!info) return 0;
+    double total = 0;
+    for (const char* cmd : {"cmdstat_eval:", "cmdstat_evalsha:"}) {
+        const auto at = info->str.find(cmd);
+        if (at == std::string::npos) continue;
+        const auto u = info->str.find("usec=", at);
+        if (u != std::string::npos) total += std::strtod(info->str.c_str() + u + 5, nullptr);
+    }
+    return total;
+}
+
+void reset_stats(tally::redis::Client& c) { (void)c.command({"CONFIG", "RESETSTAT"}); }
+
+void report(benchmark::State& state, std::uint64_t decisions, std::uint64_t trips, double server_usec) {
+    state.counters["server_us_per_decision"] = server_usec / static_cast<double>(decisions == 0 ? 1 : decisions);
     state.SetItemsProcessed(static_cast<std::int64_t>(decisions));
     state.counters["ns_per_decision"] =
         benchmark::Counter(static_cast<double>(decisions) / 1e9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
@@ -65,6 +84,7 @@ void BM_baseline_incr_expire(benchmark::State& state) {
     const auto keys = key_names(1000);
     std::size_t i = 0;
     std::uint64_t decisions = 0, admitted = 0;
+    reset_stats(client);
     const std::uint64_t trips0 = client.round_trips();
     for (auto _ : state) {
         const auto now_ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -75,7 +95,8 @@ void BM_baseline_incr_expire(benchmark::State& state) {
         ++decisions;
     }
     benchmark::DoNotOptimize(admitted);
-    report(state, decisions, client.round_trips() - trips0);
+    const std::uint64_t trips = client.round_trips() - trips0;
+    report(state, decisions, trips, script_usec(client));
 }
 BENCHMARK(BM_baseline_incr_expire)->UseRealTime();
 
@@ -86,6 +107,7 @@ void BM_gcra_one_call(benchmark::State& state) {
     std::size_t i = 0;
     std::uint64_t decisions = 0, admitted = 0;
     (void)limiter.try_acquire("warm-up", 0);
+    reset_stats(client);
     const std::uint64_t trips0 = client.round_trips();
     for (auto _ : state) {
         admitted += limiter.try_acquire(keys[i++ % keys.size()]).allowed;
@@ -93,7 +115,8 @@ void BM_gcra_one_call(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(admitted);
     if (limiter.degraded_count() != 0) state.SkipWithError(limiter.last_error().c_str());
-    report(state, decisions, client.round_trips() - trips0);
+    const std::uint64_t trips = client.round_trips() - trips0;
+    report(state, decisions, trips, script_usec(client));
 }
 BENCHMARK(BM_gcra_one_call)->UseRealTime();
 
@@ -107,6 +130,7 @@ void BM_gcra_batch(benchmark::State& state) {
     std::size_t at = 0;
     std::uint64_t decisions = 0, admitted = 0;
     (void)limiter.try_acquire("warm-up", 0);
+    reset_stats(client);
     const std::uint64_t trips0 = client.round_trips();
     for (auto _ : state) {
         limiter.try_acquire_batch(std::span<const std::string_view>(all.data() + at, n), out);
@@ -116,7 +140,8 @@ void BM_gcra_batch(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(admitted);
     if (limiter.degraded_count() != 0) state.SkipWithError(limiter.last_error().c_str());
-    report(state, decisions, client.round_trips() - trips0);
+    const std::uint64_t trips = client.round_trips() - trips0;
+    report(state, decisions, trips, script_usec(client));
 }
 BENCHMARK(BM_gcra_batch)->Arg(16)->Arg(64)->Arg(256)->UseRealTime();
 
@@ -127,6 +152,7 @@ void BM_sliding_window_one_call(benchmark::State& state) {
     std::size_t i = 0;
     std::uint64_t decisions = 0, admitted = 0;
     (void)limiter.try_acquire("warm-up", 0);
+    reset_stats(client);
     const std::uint64_t trips0 = client.round_trips();
     for (auto _ : state) {
         admitted += limiter.try_acquire(keys[i++ % keys.size()]).allowed;
@@ -134,7 +160,8 @@ void BM_sliding_window_one_call(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(admitted);
     if (limiter.degraded_count() != 0) state.SkipWithError(limiter.last_error().c_str());
-    report(state, decisions, client.round_trips() - trips0);
+    const std::uint64_t trips = client.round_trips() - trips0;
+    report(state, decisions, trips, script_usec(client));
 }
 BENCHMARK(BM_sliding_window_one_call)->UseRealTime();
 

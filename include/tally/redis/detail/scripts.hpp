@@ -20,7 +20,9 @@ namespace tally::redis::detail {
 // Shared helpers: base-2^16 digits of x < 2^53, x * y as eight digits, and
 // the sign of x1*y1 - x2*y2.
 inline constexpr std::string_view lua_prelude = R"lua(
-if redis.replicate_commands then pcall(redis.replicate_commands) end
+-- Redis 3.2-4 need effects replication switched on before a write that
+-- follows TIME; Redis 5+ always replicate effects (7 names its version).
+if not redis.REDIS_VERSION_NUM and redis.replicate_commands then pcall(redis.replicate_commands) end
 local P = 4294967296
 local function digits(x)
   local d = {}
