@@ -226,7 +226,7 @@ void run_floor(benchmark::State& state, std::size_t n, Op op, bool hash_key) {
     };
     const auto& ref = filled<tally::BloomFilter<>>(n);
     const auto& hashes = hashes_for(n, op);
-    const std::uint64_t nlines = ref.filter.memory_bytes() / sizeof(Line);
+    const std::uint64_t nlines = ref.filter.bit_bytes() / sizeof(Line);
     std::vector<Line> lines(nlines, Line{{~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull}});
     const std::uint64_t first_key = op == Op::miss ? miss_base : 0;
     std::size_t i = 0;
