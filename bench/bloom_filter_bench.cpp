@@ -76,7 +76,7 @@ class ClassicBloom {
 
   private:
     std::uint64_t pos(std::uint64_t a) const noexcept {
-        return static_cast<std::uint64_t>((static_cast<tally::detail::uint128_t>(a) * bits_) >> 64);
+        return static_cast<std::uint64_t>((static_cast<tally::detail::uint128>(a) * bits_) >> 64);
     }
     std::uint64_t bits_ = 0;
     unsigned k_ = 0;
@@ -238,7 +238,7 @@ void run_floor(benchmark::State& state, std::size_t n, Op op, bool hash_key) {
     std::uint64_t found = 0;
     for (auto _ : state) {
         const std::uint64_t h = hash_key ? tally::hash_of(first_key + i) : hashes[i];
-        Line& line = lines[static_cast<std::size_t>((static_cast<tally::detail::uint128_t>(h) * nlines) >> 64)];
+        Line& line = lines[static_cast<std::size_t>((static_cast<tally::detail::uint128>(h) * nlines) >> 64)];
         if (op == Op::add)
             line.w[h & 7] |= std::uint64_t{1} << ((h >> 3) & 63);
         else

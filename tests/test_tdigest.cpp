@@ -195,7 +195,17 @@ bool tracking = false;
 }  // namespace
 
 // A replacement global allocator that records sizes (malloc/free underneath,
-// so new and delete stay paired for every checker).
+// so new and delete stay paired). Sanitizer runtimes bring their own
+// allocator, so under them only the memory_bytes() checks run.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define TALLY_TEST_NO_NEW_HOOK 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TALLY_TEST_NO_NEW_HOOK 1
+#endif
+#if !defined(TALLY_TEST_NO_NEW_HOOK)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
@@ -209,6 +219,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 namespace {

@@ -24,6 +24,7 @@
 
 #include "../core/hash.hpp"
 #include "../core/platform.hpp"
+#include "primitives.hpp"
 
 #if !defined(TALLY_NO_SIMD)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -44,7 +45,7 @@
 namespace tally::detail {
 
 /// The salt (odd multiplier) of lane i: SplitMix64 outputs, forced odd. Part
-/// of the wire format (format version 1): changing them moves every bit.
+/// of the wire format (every format version so far): changing them moves every bit.
 constexpr std::uint32_t bloom_salt(std::uint32_t lane) noexcept {
     return static_cast<std::uint32_t>(mix64(0x5bd1e9955bd1e995ull + lane) >> 32) | 1u;
 }
@@ -104,7 +105,7 @@ TALLY_ALWAYS_INLINE std::uint64_t bloom_rehash(std::uint64_t h, std::uint64_t se
 
 /// Block of hash h among nblocks: Lemire's fastrange on the high bits.
 TALLY_ALWAYS_INLINE std::size_t bloom_block_index(std::uint64_t h, std::uint64_t nblocks) noexcept {
-    return static_cast<std::size_t>((static_cast<uint128_t>(h) * nblocks) >> 64);
+    return static_cast<std::size_t>((static_cast<uint128>(h) * nblocks) >> 64);
 }
 
 // ---------------------------------------------------------------- scalar
