@@ -706,6 +706,22 @@ TEST_CASE("TDigest: deserialize allocates no more than the input needs", "[tdige
     CHECK(d.serialize() == fresh.serialize());
     back.add(1.0);
     CHECK(back.total() == 4);
+
+    // merging into a digest that never allocated its buffers works as usual
+    TDigest lazy = TDigest::deserialize(TDigest(100).serialize());
+    TDigest eager(100);
+    eager.add(0.5);
+    TDigest src(100);
+    for (int i = 0; i < 3000; ++i) src.add(i * 0.25, 1 + i % 2);
+    lazy.merge(src);
+    TDigest reference = TDigest::deserialize(TDigest(100).serialize());
+    reference.merge(src);
+    CHECK(lazy.serialize() == reference.serialize());
+    CHECK(lazy.total() == src.total());
+    CHECK(lazy.quantile(0.5) == src.quantile(0.5));
+    lazy.add(1.0);
+    eager.merge(lazy);
+    CHECK(eager.total() == src.total() + 2);  // one value in each
 }
 
 TEST_CASE("TDigest vocabulary: total, empty, memory_bytes, clear", "[tdigest]") {
