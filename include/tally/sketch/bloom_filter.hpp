@@ -129,6 +129,8 @@ class BloomFilter {
         std::uint32_t* block = block_of(h);
         const auto x = static_cast<std::uint32_t>(h);
 #if TALLY_BLOOM_AVX2
+        if constexpr (block_bits == 512)
+            if (TALLY_LIKELY(simd_) && layout_.k == 8) return detail::bloom_add_avx2_k8(block, x);
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_)) return detail::bloom_add_avx2<block_bits>(block, x, layout_);
 #elif TALLY_BLOOM_NEON
@@ -146,6 +148,8 @@ class BloomFilter {
         const std::uint32_t* block = block_of(h);
         const auto x = static_cast<std::uint32_t>(h);
 #if TALLY_BLOOM_AVX2
+        if constexpr (block_bits == 512)
+            if (TALLY_LIKELY(simd_) && layout_.k == 8) return detail::bloom_contains_avx2_k8(block, x);
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_)) return detail::bloom_contains_avx2<block_bits>(block, x, layout_);
 #elif TALLY_BLOOM_NEON
