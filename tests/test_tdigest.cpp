@@ -481,7 +481,7 @@ TEST_CASE("TDigest: accuracy against the exact sorted vector", "[tdigest][big]")
 
 TEST_CASE("TDigest: merging shards of different distributions", "[tdigest][big]") {
     // A mixture of 16 shards from four families with different scales. With
-    // smooth densities the bounds hold. With a density jump (the
+    // smooth densities the documented bounds hold. With a density jump (the
     // uniform shards end abruptly at 10, near q = 0.88) interpolation inside
     // a centroid that straddles the jump costs up to about a quarter of the
     // centroid's width (~0.02 of rank there): we observe 0.0059, and assert
