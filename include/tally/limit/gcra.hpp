@@ -101,15 +101,15 @@ struct EmissionGrid {
     }
 
     /// The index `tat`, made on grid `from`, moved onto this grid at `now`:
-    /// the debt (units not yet re-emitted at now on `from`) stays, clamped to
-    /// this bucket's size, and is re-emitted on this grid from now. A never
-    /// used state (0) stays fresh.
+    /// the debt (units not yet re-emitted at now on `from`) stays, whole, and
+    /// is re-emitted on this grid from now. It is not clamped to this bucket's
+    /// size: a key that spent 10 under a burst of 10, moved to a burst of 5
+    /// and back, must not spend 5 more at the same instant. A never used
+    /// state (0) stays fresh.
     [[nodiscard]] std::uint64_t rebase(std::uint64_t tat, const EmissionGrid& from, std::uint64_t now) const noexcept {
         if (tat == 0) return 0;
         const std::uint64_t n = from.index(now);
-        std::uint64_t debt = tat > n ? tat - n : 0;
-        if (debt > cap) debt = cap;
-        return sat_add(index(now), debt);
+        return sat_add(index(now), tat > n ? tat - n : 0);
     }
 };
 
@@ -278,8 +278,8 @@ class AtomicEmission {
 /// more debt, never less. Within 2^40 grid instants of t = 2^64 ns requests
 /// are denied rather than wrapped.
 ///
-/// set_quota(q, now_ns): the debt at now_ns stays (clamped to the new b) and
-/// is re-emitted at the new rate from now_ns.
+/// set_quota(q, now_ns): the debt at now_ns stays (units spent stay spent,
+/// even above the new b) and is re-emitted at the new rate from now_ns.
 ///
 /// Memory: 8-byte State. Thread safety: the object-level calls are not
 /// thread-safe (use AtomicGcra); the const State overloads are, on distinct
@@ -294,7 +294,7 @@ class Gcra {
         std::uint64_t tat = 0;
     };
 
-    explicit Gcra(const Quota& quota) : quota_((quota.validate("tally::Gcra"), quota)), grid_(quota) {}
+    explicit Gcra(const Quota& quota) : quota_((quota.validate("tally::Gcra::Gcra"), quota)), grid_(quota) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
@@ -324,8 +324,8 @@ class Gcra {
         return s.tat <= grid_.index(now_ns);
     }
     /// `s` made under `old`'s quota, moved to this quota at now_ns: the units
-    /// not yet re-emitted at now_ns (on old's grid) stay spent, at most this
-    /// burst of them, and are re-emitted at this rate from now_ns.
+    /// not yet re-emitted at now_ns (on old's grid) stay spent, all of them,
+    /// and are re-emitted at this rate from now_ns.
     [[nodiscard]] State rebase_state(const State& s, const Gcra& old, std::uint64_t now_ns) const noexcept {
         return State{grid_.rebase(s.tat, old.grid_, now_ns)};
     }
@@ -367,7 +367,7 @@ static_assert(sizeof(Gcra::State) == 8);
 ///   if (!api_limit.allow(tally::CoarseClock::now_ns())) reject();
 class alignas(false_sharing_size) AtomicGcra {
   public:
-    explicit AtomicGcra(const Quota& quota) : cell_((quota.validate("tally::AtomicGcra"), quota)) {}
+    explicit AtomicGcra(const Quota& quota) : cell_((quota.validate("tally::AtomicGcra::AtomicGcra"), quota)) {}
     AtomicGcra(const AtomicGcra&) = delete;
     AtomicGcra& operator=(const AtomicGcra&) = delete;
 
