@@ -136,10 +136,10 @@ class AtomicEmission {
             std::uint64_t w;
             const Policy p = read(w);
             std::uint64_t next;
-            const std::uint64_t tat = p.index_of(w);
-            const Decision d = p.grid.gcra(tat, now, cost, next, p.top());
+            const std::uint64_t tat = w - p.offset;
+            const Decision d = p.grid.gcra(tat, now, cost, next, p.top);
             if (next == tat) return d;
-            if (word_.compare_exchange_strong(w, p.word_of(next), std::memory_order_relaxed,
+            if (word_.compare_exchange_strong(w, next + p.offset, std::memory_order_relaxed,
                                               std::memory_order_relaxed))
                 return d;
         }
@@ -161,7 +161,7 @@ class AtomicEmission {
         const Policy old = fields();
         std::uint64_t w = word_.load(std::memory_order_relaxed);
         for (;;) {
-            const std::uint64_t tat = g.rebase(old.index_of(w), old.grid, now);
+            const std::uint64_t tat = g.rebase(w - old.offset, old.grid, now);
             // At the very end of the clock the word cannot grow: nothing can
             // be admitted there under either quota, so no acquirer's CAS can
             // succeed on the old reading.
@@ -173,38 +173,40 @@ class AtomicEmission {
     }
 
     [[nodiscard]] Quota quota() const noexcept {
-        std::uint64_t w;
-        return read(w).quota;
+        constexpr auto r = std::memory_order_relaxed;
+        for (;;) {
+            const std::uint64_t s1 = seq_.load(std::memory_order_acquire);
+            if ((s1 & 1) != 0) {
+                std::this_thread::yield();
+                continue;
+            }
+            const Quota q{limit_.load(r), window_.load(r), burst_.load(r)};
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (seq_.load(r) == s1) return q;
+        }
     }
     /// The theoretical-arrival index on the current quota's grid.
     [[nodiscard]] std::uint64_t index() const noexcept {
         std::uint64_t w;
         const Policy p = read(w);
-        return p.index_of(w);
+        return w - p.offset;
     }
     /// Units available at now (a snapshot).
     [[nodiscard]] std::uint64_t tokens(std::uint64_t now) const noexcept {
         std::uint64_t w;
         const Policy p = read(w);
-        const std::uint64_t tat = p.index_of(w), n = p.grid.index(now);
+        const std::uint64_t tat = w - p.offset, n = p.grid.index(now);
         const std::uint64_t debt = tat > n ? tat - n : 0;
         return debt >= p.grid.cap ? 0 : p.grid.cap - debt;
     }
 
   private:
+    // What an acquirer needs: the grid, word - index (mod 2^64) and the
+    // highest index whose word still fits in 64 bits.
     struct Policy {
         EmissionGrid grid;
-        Quota quota;
-        std::uint64_t base_index;  // index of the word base_word
-        std::uint64_t base_word;
-        [[nodiscard]] std::uint64_t index_of(std::uint64_t w) const noexcept { return base_index + (w - base_word); }
-        [[nodiscard]] std::uint64_t word_of(std::uint64_t i) const noexcept { return base_word + (i - base_index); }
-        // Highest index whose word still fits in 64 bits.
-        [[nodiscard]] std::uint64_t top() const noexcept {
-            constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
-            const std::uint64_t a = max - base_index, b = max - base_word;
-            return base_index + (a < b ? a : b);
-        }
+        std::uint64_t offset;
+        std::uint64_t top;
     };
 
     // A consistent (policy, word) pair: the word read after an even count,
@@ -231,31 +233,32 @@ class AtomicEmission {
         p.grid.cap = cap_.load(r);
         p.grid.fast_t = fast_t_.load(r);
         p.grid.fast_k = fast_k_.load(r);
-        p.quota = Quota{limit_.load(r), window_.load(r), burst_.load(r)};
-        p.base_index = base_index_.load(r);
-        p.base_word = base_word_.load(r);
+        p.offset = offset_.load(r);
+        p.top = top_.load(r);
         return p;
     }
 
+    // The new era maps index `base_index` to word `base_word`.
     void publish(const EmissionGrid& g, const Quota& q, std::uint64_t base_index, std::uint64_t base_word) noexcept {
         constexpr auto r = std::memory_order_relaxed;
+        constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+        const std::uint64_t a = max - base_index, b = max - base_word;
         num_.store(g.num, r);
         den_.store(g.den, r);
         cap_.store(g.cap, r);
         fast_t_.store(g.fast_t, r);
         fast_k_.store(g.fast_k, r);
+        offset_.store(base_word - base_index, r);
+        top_.store(base_index + (a < b ? a : b), r);
         limit_.store(q.limit, r);
         window_.store(q.window_ns, r);
         burst_.store(q.burst, r);
-        base_index_.store(base_index, r);
-        base_word_.store(base_word, r);
     }
 
     std::atomic<std::uint64_t> word_{0};
     std::atomic<std::uint64_t> seq_{0};
-    std::atomic<std::uint64_t> num_{1}, den_{1}, cap_{1}, fast_t_{0}, fast_k_{0};
+    std::atomic<std::uint64_t> num_{1}, den_{1}, cap_{1}, fast_t_{0}, fast_k_{0}, offset_{0}, top_{0};
     std::atomic<std::uint64_t> limit_{1}, window_{1}, burst_{0};
-    std::atomic<std::uint64_t> base_index_{0}, base_word_{0};
 };
 
 }  // namespace detail
