@@ -37,11 +37,9 @@ namespace tally {
 /// new ring's bucket holding the last instant of its old bucket (never
 /// earlier, so it leaves the window no sooner than that instant allows).
 ///
-/// Range: limit <= max(Slot) / 2 (use std::uint64_t slots for limits up to
-/// 2^40), else std::invalid_argument. Memory: State =
-/// SlidingCounter<Slot, Slots>::State, 56 bytes for the default. Thread
-/// safety: object-level calls are not thread-safe; the const State overloads
-/// are, on distinct States.
+/// Range: limit <= max(Slot) / 2, else std::invalid_argument. Memory: State
+/// is SlidingCounter<Slot, Slots>::State, 56 bytes for the default. Thread
+/// safety: object calls are not thread-safe; const State overloads are.
 ///
 ///   tally::SlidingWindowLimiter<> per_minute(tally::Quota::per_minute(600));  // 10 buckets of 6 s
 ///   if (!per_minute.allow(now_ns)) reject();
