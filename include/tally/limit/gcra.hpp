@@ -125,8 +125,8 @@ struct EmissionGrid {
 /// the word was read. The policy fields are read under a sequence counter
 /// (`seq_`, odd while a change is in progress), so a torn read is retried,
 /// and a change publishes its fields before the word of the new quota. The
-/// fields are relaxed atomics (no data race); the counter's acquire loads,
-/// the fence and the writer's release CAS order them.
+/// fields are atomics stored with release and loaded with acquire (plain
+/// moves on x86-64), so a reader that sees a new field sees the odd count.
 class AtomicEmission {
   public:
     explicit AtomicEmission(const Quota& q) noexcept { publish(EmissionGrid(q), q, 0, 0); }
@@ -157,7 +157,6 @@ class AtomicEmission {
                 break;
             }
         }
-        std::atomic_thread_fence(std::memory_order_release);  // the odd count before the field stores
         const Policy old = fields();
         std::uint64_t w = word_.load(std::memory_order_relaxed);
         for (;;) {
@@ -173,16 +172,15 @@ class AtomicEmission {
     }
 
     [[nodiscard]] Quota quota() const noexcept {
-        constexpr auto r = std::memory_order_relaxed;
+        constexpr auto a = std::memory_order_acquire;
         for (;;) {
-            const std::uint64_t s1 = seq_.load(std::memory_order_acquire);
+            const std::uint64_t s1 = seq_.load(a);
             if ((s1 & 1) != 0) {
                 std::this_thread::yield();
                 continue;
             }
-            const Quota q{limit_.load(r), window_.load(r), burst_.load(r)};
-            std::atomic_thread_fence(std::memory_order_acquire);
-            if (seq_.load(r) == s1) return q;
+            const Quota q{limit_.load(a), window_.load(a), burst_.load(a)};
+            if (seq_.load(std::memory_order_relaxed) == s1) return q;
         }
     }
     /// The theoretical-arrival index on the current quota's grid.
@@ -220,13 +218,14 @@ class AtomicEmission {
             }
             w = word_.load(std::memory_order_acquire);
             const Policy p = fields();
-            std::atomic_thread_fence(std::memory_order_acquire);
             if (seq_.load(std::memory_order_relaxed) == s1) return p;
         }
     }
 
+    // Acquire loads pair with publish()'s release stores: a reader that sees
+    // any field of a change in progress then sees the odd count.
     Policy fields() const noexcept {
-        constexpr auto r = std::memory_order_relaxed;
+        constexpr auto r = std::memory_order_acquire;
         Policy p;
         p.grid.num = num_.load(r);
         p.grid.den = den_.load(r);
@@ -240,7 +239,7 @@ class AtomicEmission {
 
     // The new era maps index `base_index` to word `base_word`.
     void publish(const EmissionGrid& g, const Quota& q, std::uint64_t base_index, std::uint64_t base_word) noexcept {
-        constexpr auto r = std::memory_order_relaxed;
+        constexpr auto r = std::memory_order_release;
         constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
         const std::uint64_t a = max - base_index, b = max - base_word;
         num_.store(g.num, r);
