@@ -475,3 +475,34 @@ TEST_CASE("SlidingWindowLimiter: a change up and a change down", "[set_quota][sl
     CHECK(lim.try_acquire(11'150 * kMs, 0).remaining == 1);  // half of 6 still weighed in
     CHECK(lim.try_acquire(11'200 * kMs, 0).remaining == 4);
 }
+
+TEST_CASE("atomic forms near the end of the clock: set_quota never wraps and admits no more than Gcra",
+          "[set_quota][gcra]") {
+    constexpr std::uint64_t kMax = ~std::uint64_t{0};
+    const Quota pool[] = {Quota::per(1, 1ns), Quota::per(3, 7ns).with_burst(5), Quota::per(1, 2ns).with_burst(40)};
+    tally::test::Rng rng(4);
+    for (int round = 0; round < 200; ++round) {
+        Quota q = pool[rng.below(3)];
+        tally::Gcra g(q);
+        tally::AtomicGcra a(q);
+        tally::AtomicTokenBucket b(q);
+        std::uint64_t t = kMax - rng.below(400), got_g = 0, got_a = 0, got_b = 0;
+        for (int i = 0; i < 300; ++i) {
+            if (rng.below(10) == 0) {
+                q = pool[rng.below(3)];
+                g.set_quota(q, t);
+                a.set_quota(q, t);
+                b.set_quota(q, t);
+            }
+            const std::uint64_t cost = rng.below(3);
+            const Decision dg = g.try_acquire(t, cost), da = a.try_acquire(t, cost), db = b.try_acquire(t, cost);
+            REQUIRE(da == db);
+            REQUIRE(da.remaining <= q.capacity());
+            got_g += dg.allowed ? cost : 0;
+            got_a += da.allowed ? cost : 0;
+            got_b += db.allowed ? cost : 0;
+            REQUIRE(got_a <= got_g);
+            if (t < kMax) t += rng.below(2);
+        }
+    }
+}
