@@ -502,6 +502,7 @@ TEST_CASE("atomic forms near the end of the clock: set_quota never wraps and adm
             got_a += da.allowed ? cost : 0;
             got_b += db.allowed ? cost : 0;
             REQUIRE(got_a <= got_g);
+            REQUIRE(got_b == got_a);
             if (t < kMax) t += rng.below(2);
         }
     }
