@@ -89,15 +89,25 @@ struct KeyedKeyTraits {
 };
 
 // Small trivially copyable keys are stored as they are: exact, one compare.
-// The probe hash is the SplitMix64 finaliser of (Hash(key) xor seed): a keyed
-// bijection, one extra multiply chain on the fast path.
+// The probe hash is the SplitMix64 finaliser of (Hash(key) xor seed), a keyed
+// bijection. With the default hasher of an integer or enum, Hash(key) is
+// itself that public bijection of the key, so it is skipped: mix64(key xor
+// seed) is exactly as hard to predict and costs what the unseeded hash did.
 template <class Key, class Hash>
 struct KeyedKeyTraits<Key, Hash, std::enable_if_t<keyed_inline_key<Key>>> {
     using Lookup = const Key&;
     using Stored = Key;
     static constexpr bool exact = true;
+    static constexpr bool default_integer_hash =
+        std::is_same_v<Hash, Hasher<Key>> && (std::is_integral_v<Key> || std::is_enum_v<Key>);
     static std::uint64_t hash(const Hash& h, const KeyedSeeds& s, Lookup k) noexcept {
-        return mix64(static_cast<std::uint64_t>(h(k)) ^ s.probe);
+        if constexpr (default_integer_hash && std::is_enum_v<Key>) {
+            return mix64(static_cast<std::uint64_t>(static_cast<std::underlying_type_t<Key>>(k)) ^ s.probe);
+        } else if constexpr (default_integer_hash) {
+            return mix64(static_cast<std::uint64_t>(k) ^ s.probe);  // sign-extends, as Hasher does
+        } else {
+            return mix64(static_cast<std::uint64_t>(h(k)) ^ s.probe);
+        }
     }
     static Stored store(const KeyedSeeds&, Lookup k, std::uint64_t) noexcept { return k; }
     static bool equal(const KeyedSeeds&, const Stored& st, Lookup k, std::uint64_t) noexcept { return st == k; }
@@ -223,14 +233,18 @@ void keyed_batch(std::size_t n, HashAt&& hash_at, Prefetch&& prefetch, Acquire&&
 /// Where a key lives: group index and slot index.
 struct KeyedSlot {
     std::size_t group;
-    std::size_t slot;
+    std::uint32_t slot;
 };
 
 /// A lookup's or an insert's answer: `ok` false means not found / not placed.
+/// 16 bytes, so it comes back in registers.
 struct KeyedProbe {
-    KeyedSlot at;
+    std::size_t group;
+    std::uint32_t slot;
     bool ok;
+    KeyedSlot at() const noexcept { return {group, slot}; }
 };
+static_assert(sizeof(KeyedProbe) <= 16);
 
 /// The table: per-key Limiter states in slot groups, the shared policy, the
 /// secret seeds and the counters. Not thread-safe (the concurrent limiter
@@ -289,7 +303,7 @@ class KeyedTable {
 
     /// The request applied to `key`'s state (`h` == hash(key)), inserting the
     /// key if absent; a refused newcomer gets refused_decision().
-    Decision acquire(Lookup key, std::uint64_t h, std::uint64_t now_ns, std::uint64_t cost) noexcept {
+    TALLY_ALWAYS_INLINE Decision acquire(Lookup key, std::uint64_t h, std::uint64_t now_ns, std::uint64_t cost) noexcept {
         now_ns = advance_clock(now_ns);
         const std::size_t home = home_of(h);
         KeyedProbe p = find(key, h, home);
@@ -297,9 +311,9 @@ class KeyedTable {
             p = insert(key, h, home, now_ns);
             if (TALLY_UNLIKELY(!p.ok)) return refused_decision(now_ns, cost);
         }
-        Group& grp = groups_[p.at.group];
-        grp.stamps[p.at.slot] = stamp_of(now_ns);
-        return limiter_.try_acquire(grp.states[p.at.slot], now_ns, cost);
+        Group& grp = groups_[p.group];
+        grp.stamps[p.slot] = stamp_of(now_ns);
+        return limiter_.try_acquire(grp.states[p.slot], now_ns, cost);
     }
 
     [[nodiscard]] bool contains(Lookup key) const noexcept {
@@ -315,7 +329,7 @@ class KeyedTable {
             Group& g = groups_[cursor_];
             for (std::size_t s = 0; s < slots_per_group; ++s) {
                 if ((g.used >> s & 1u) != 0 && limiter_.is_fresh(g.states[s], now_ns)) {
-                    remove({cursor_, s});
+                    remove({cursor_, static_cast<std::uint32_t>(s)});
                     ++freed;
                 }
             }
@@ -399,18 +413,18 @@ class KeyedTable {
     }
     std::size_t back(std::size_t g, std::size_t d) const noexcept { return g >= d ? g - d : g + groups_count_ - d; }
 
-    KeyedProbe find_in(std::size_t g, Lookup key, std::uint64_t h) const noexcept {
+    TALLY_ALWAYS_INLINE KeyedProbe find_in(std::size_t g, Lookup key, std::uint64_t h) const noexcept {
         const Group& grp = groups_[g];
         std::uint32_t used = grp.used;
         while (used != 0) {
-            const auto i = static_cast<std::size_t>(std::countr_zero(used));
-            if (Traits::equal(seeds_, grp.keys[i], key, h)) return {{g, i}, true};
+            const auto i = static_cast<std::uint32_t>(std::countr_zero(used));
+            if (Traits::equal(seeds_, grp.keys[i], key, h)) return {g, i, true};
             used &= used - 1;
         }
-        return {{g, 0}, false};
+        return {g, 0, false};
     }
 
-    KeyedProbe find(Lookup key, std::uint64_t h, std::size_t home) const noexcept {
+    TALLY_ALWAYS_INLINE KeyedProbe find(Lookup key, std::uint64_t h, std::size_t home) const noexcept {
         const KeyedProbe at_home = find_in(home, key, h);
         if (TALLY_LIKELY(at_home.ok) || groups_[home].overflow == 0) return at_home;
         std::size_t cur = home;
@@ -419,7 +433,7 @@ class KeyedTable {
             const KeyedProbe p = find_in(cur, key, h);
             if (p.ok) return p;
         }
-        return {{home, 0}, false};
+        return {home, 0, false};
     }
 
     void remove(KeyedSlot at) noexcept {
@@ -446,14 +460,14 @@ class KeyedTable {
             const std::size_t cur = home + d < groups_count_ ? home + d : home + d - groups_count_;
             Group& grp = groups_[cur];
             if (grp.used != full_mask) {
-                free = {cur, static_cast<std::size_t>(std::countr_one(grp.used))};
+                free = {cur, static_cast<std::uint32_t>(std::countr_one(grp.used))};
                 found = true;
             } else {
                 for (std::size_t s = 0; s < slots_per_group; ++s) {
                     if (limiter_.is_fresh(grp.states[s], now_ns)) {
-                        remove({cur, s});
+                        free = {cur, static_cast<std::uint32_t>(s)};
+                        remove(free);
                         ++reclaims_;
-                        free = {cur, s};
                         found = true;
                         break;
                     }
@@ -461,7 +475,7 @@ class KeyedTable {
             }
             fd = d;
         }
-        if (!found) return {free, false};
+        if (!found) return {free.group, free.slot, false};
         while (fd >= w) {
             bool moved = false;
             // Farthest candidates first: each hop covers the most distance.
@@ -479,15 +493,15 @@ class KeyedTable {
                     dst.used = static_cast<std::uint16_t>(dst.used | (1u << free.slot));
                     src.used = static_cast<std::uint16_t>(src.used & ~(1u << s));
                     if (cg == its_home) ++groups_[its_home].overflow;  // it leaves home (free.group != its_home)
-                    free = {cg, s};
+                    free = {cg, static_cast<std::uint32_t>(s)};
                     fd -= b;
                     moved = true;
                     break;
                 }
             }
-            if (!moved) return {free, false};  // the free slot stays free
+            if (!moved) return {free.group, free.slot, false};  // the free slot stays free
         }
-        return {free, true};
+        return {free.group, free.slot, true};
     }
 
     // Picks a slot for a key that is not in the table: the first empty or
@@ -498,19 +512,19 @@ class KeyedTable {
         KeyedSlot lru{home, 0};
         std::uint32_t lru_age = 0;
         bool have_lru = false;
-        KeyedProbe p{{home, 0}, false};
+        KeyedProbe p{home, 0, false};
         std::size_t cur = home;
         for (std::size_t d = 0; d < window() && !p.ok; ++d, cur = next(cur)) {
             Group& grp = groups_[cur];
             if (grp.used != full_mask) {
-                p = {{cur, static_cast<std::size_t>(std::countr_one(grp.used))}, true};
+                p = {cur, static_cast<std::uint32_t>(std::countr_one(grp.used)), true};
                 break;
             }
             for (std::size_t s = 0; s < slots_per_group; ++s) {
                 if (limiter_.is_fresh(grp.states[s], now_ns)) {
-                    remove({cur, s});
+                    p = {cur, static_cast<std::uint32_t>(s), true};
+                    remove(p.at());
                     ++reclaims_;
-                    p = {{cur, s}, true};
                     break;
                 }
                 // Stamps never run ahead of the table clock; a wrapped one
@@ -519,7 +533,7 @@ class KeyedTable {
                 if (!have_lru || age > lru_age) {
                     have_lru = true;
                     lru_age = age;
-                    lru = {cur, s};
+                    lru = {cur, static_cast<std::uint32_t>(s)};
                 }
             }
         }
@@ -530,14 +544,14 @@ class KeyedTable {
             if (size_ < evict_floor_) return p;
             remove(lru);
             ++evictions_;
-            p = {lru, true};
+            p = {lru.group, lru.slot, true};
         }
-        Group& grp = groups_[p.at.group];
-        grp.keys[p.at.slot] = Traits::store(seeds_, key, h);
-        grp.states[p.at.slot] = limiter_.fresh_state();
-        grp.stamps[p.at.slot] = now_stamp;
-        grp.used = static_cast<std::uint16_t>(grp.used | (1u << p.at.slot));
-        if (p.at.group != home) ++groups_[home].overflow;
+        Group& grp = groups_[p.group];
+        grp.keys[p.slot] = Traits::store(seeds_, key, h);
+        grp.states[p.slot] = limiter_.fresh_state();
+        grp.stamps[p.slot] = now_stamp;
+        grp.used = static_cast<std::uint16_t>(grp.used | (1u << p.slot));
+        if (p.group != home) ++groups_[home].overflow;
         ++size_;
         return p;
     }
