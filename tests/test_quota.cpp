@@ -115,12 +115,13 @@ TEST_CASE("concepts and per-key state sizes", "[decision]") {
     STATIC_REQUIRE(tally::RateLimiter<tally::Gcra>);
     STATIC_REQUIRE(tally::RateLimiter<tally::AtomicTokenBucket>);
     STATIC_REQUIRE(tally::RateLimiter<tally::AtomicGcra>);
-    STATIC_REQUIRE(tally::KeyedRateLimiter<tally::FixedWindowLimiter>);
-    STATIC_REQUIRE(tally::KeyedRateLimiter<SW>);
-    STATIC_REQUIRE(tally::KeyedRateLimiter<SW2>);
-    STATIC_REQUIRE(tally::KeyedRateLimiter<tally::TokenBucket>);
-    STATIC_REQUIRE(tally::KeyedRateLimiter<tally::Gcra>);
-    STATIC_REQUIRE(!tally::KeyedRateLimiter<tally::SlidingLogLimiter>);
+    STATIC_REQUIRE(tally::PerKeyPolicy<tally::FixedWindowLimiter>);
+    STATIC_REQUIRE(tally::KeyedRateLimiter<tally::FixedWindowLimiter>);  // the deprecated name still works
+    STATIC_REQUIRE(tally::PerKeyPolicy<SW>);
+    STATIC_REQUIRE(tally::PerKeyPolicy<SW2>);
+    STATIC_REQUIRE(tally::PerKeyPolicy<tally::TokenBucket>);
+    STATIC_REQUIRE(tally::PerKeyPolicy<tally::Gcra>);
+    STATIC_REQUIRE(!tally::PerKeyPolicy<tally::SlidingLogLimiter>);
     STATIC_REQUIRE(!tally::RateLimiter<int>);
     STATIC_REQUIRE(sizeof(tally::Gcra::State) == 8);
     STATIC_REQUIRE(sizeof(tally::TokenBucket::State) == 16);
