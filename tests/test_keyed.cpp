@@ -611,3 +611,67 @@ TEST_CASE("keyed: the default seed is random per table", "[keyed][security]") {
     CHECK(a.hash("admin") != c.hash("admin"));
     CHECK(c.hash("admin") == tally::hash64("admin"));
 }
+
+TEMPLATE_TEST_CASE("keyed: set_quota rebases every key as its own limiter's set_quota does", "[keyed][quota]",
+                   tally::Gcra, tally::TokenBucket, tally::FixedWindowLimiter, tally::SlidingWindowLimiter<>) {
+    // Oracle: one limiter per key, each told set_quota at the same instant.
+    // Quotas go down, up and sideways; decisions must stay identical.
+    const std::vector<tally::Quota> quotas{tally::Quota::per_second(50).with_burst(5), tally::Quota::per_second(5),
+                                           tally::Quota::per_second(200).with_burst(20),
+                                           tally::Quota::per_minute(90).with_burst(3)};
+    tally::KeyedLimiter<std::uint64_t, TestType> t(quotas[0], 2000, seed);
+    tally::ConcurrentKeyedLimiter<std::uint64_t, TestType> c(quotas[0], 2000, 4, seed);
+    std::unordered_map<std::uint64_t, TestType> oracle;
+    tally::test::Rng rng(23);
+    std::uint64_t now = 1000 * ms;
+    std::size_t allowed = 0;
+    const std::size_t steps = tally::test::big(40'000, 8'000);
+    for (std::size_t i = 0; i < steps; ++i) {
+        now += rng.below(2 * ms);
+        if (i % (steps / 8) == steps / 8 - 1) {
+            const tally::Quota q = quotas[(i / (steps / 8) + 1) % quotas.size()];
+            t.set_quota(q, now);
+            c.set_quota(q, now);
+            for (auto& [k, l] : oracle) l.set_quota(q, now);
+            CHECK(t.quota() == q);
+            CHECK(c.quota() == q);
+        }
+        const std::uint64_t key = rng.below(300);
+        const std::uint64_t cost = 1 + rng.below(2);
+        const auto e = oracle.try_emplace(key, t.quota()).first->second.try_acquire(now, cost);
+        REQUIRE(t.try_acquire(key, now, cost) == e);
+        REQUIRE(c.try_acquire(key, now, cost) == e);
+        allowed += e.allowed;
+    }
+    CHECK(t.evictions() == 0);
+    CHECK(allowed > steps / 10);
+    CHECK(allowed < steps);
+    CHECK(t.invariants_hold());
+    // A bad quota throws and changes nothing.
+    CHECK_THROWS_AS(t.set_quota(tally::Quota{0, 1000, 0}, now), std::invalid_argument);
+    CHECK(t.quota() == quotas[(7 + 1) % quotas.size()]);
+}
+
+TEST_CASE("keyed: lowering the quota never lets a key admit more than the new quota", "[keyed][quota]") {
+    // Every key spends its whole burst of 100, then the quota drops to 10:
+    // nothing more passes at that instant, and afterwards the new rate rules.
+    using Table = tally::KeyedLimiter<std::uint64_t, tally::Gcra>;
+    Table t(tally::Quota::per_second(100), 1000, seed);
+    std::uint64_t now = 1000 * ms;
+    for (std::uint64_t k = 0; k < 500; ++k) {
+        for (int i = 0; i < 100; ++i) REQUIRE(t.try_acquire(k, now).allowed);
+    }
+    t.set_quota(tally::Quota::per_second(10), now);
+    for (std::uint64_t k = 0; k < 500; ++k) CHECK_FALSE(t.try_acquire(k, now).allowed);
+    // A key that had spent nothing gets at most the new burst.
+    std::uint64_t passed = 0;
+    for (int i = 0; i < 50; ++i) passed += t.try_acquire(9999, now).allowed;
+    CHECK(passed == 10);
+    // One second later each old key has earned at most the new quota.
+    now += 1000 * ms;
+    for (std::uint64_t k = 0; k < 500; ++k) {
+        std::uint64_t got = 0;
+        for (int i = 0; i < 50; ++i) got += t.try_acquire(k, now).allowed;
+        REQUIRE(got <= 10);
+    }
+}

@@ -339,6 +339,21 @@ class KeyedTable {
         return freed;
     }
 
+    /// Moves every key's state to `next`'s quota at now_ns (Limiter::
+    /// rebase_state: spent stays spent, no key gains capacity beyond the new
+    /// quota), then makes `next` the policy. O(capacity), allocates nothing.
+    void set_policy(const Limiter& next, std::uint64_t now_ns) noexcept {
+        now_ns = advance_clock(now_ns);
+        for (std::size_t g = 0; g < groups_count_; ++g) {
+            Group& grp = groups_[g];
+            for (std::uint32_t used = grp.used; used != 0; used &= used - 1) {
+                const auto s = static_cast<std::size_t>(std::countr_zero(used));
+                grp.states[s] = next.rebase_state(grp.states[s], limiter_, now_ns);
+            }
+        }
+        limiter_ = next;
+    }
+
     void clear() noexcept {
         for (std::size_t g = 0; g < groups_count_; ++g) {
             groups_[g].used = 0;

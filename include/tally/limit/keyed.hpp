@@ -53,8 +53,8 @@ namespace tally {
 ///   if (!per_client.try_acquire(client_id, tally::SteadyClock::now_ns())) reject();
 template <class Key, class Limiter, class Hash = Hasher<Key>>
 class KeyedLimiter {
-    static_assert(KeyedRateLimiter<Limiter>,
-                  "tally::KeyedLimiter: Limiter must satisfy tally::KeyedRateLimiter (State, fresh_state(), "
+    static_assert(PerKeyPolicy<Limiter>,
+                  "tally::KeyedLimiter: Limiter must satisfy tally::PerKeyPolicy (State, fresh_state(), "
                   "try_acquire(State&, now, cost), is_fresh(const State&, now); see limit/decision.hpp)");
     using Table = detail::KeyedTable<Key, Limiter, Hash>;
 
@@ -104,6 +104,13 @@ class KeyedLimiter {
     std::size_t evict_idle(std::uint64_t now_ns, std::size_t max_groups = 1024) noexcept {
         return table_.evict_idle(now_ns, max_groups);
     }
+
+    /// Replaces the quota at now_ns for every key: each state is rebased
+    /// (Limiter::rebase_state: units spent stay spent, no key can admit more
+    /// at now_ns than the new quota allows). O(capacity). Throws what
+    /// Limiter(quota) throws for a bad quota, changing nothing.
+    void set_quota(Quota quota, std::uint64_t now_ns) { table_.set_policy(Limiter(quota), now_ns); }
+    [[nodiscard]] Quota quota() const noexcept { return table_.limiter().quota(); }
 
     /// Whether `key` currently holds a slot (fresh or not).
     [[nodiscard]] bool contains(Lookup key) const noexcept { return table_.contains(key); }
@@ -169,8 +176,8 @@ class KeyedLimiter {
 ///   if (!api.try_acquire(api_key, tally::CoarseClock::now_ns())) reject();  // any thread
 template <class Key, class Limiter, class Hash = Hasher<Key>>
 class ConcurrentKeyedLimiter {
-    static_assert(KeyedRateLimiter<Limiter>,
-                  "tally::ConcurrentKeyedLimiter: Limiter must satisfy tally::KeyedRateLimiter (see "
+    static_assert(PerKeyPolicy<Limiter>,
+                  "tally::ConcurrentKeyedLimiter: Limiter must satisfy tally::PerKeyPolicy (see "
                   "limit/decision.hpp)");
     using Inner = detail::KeyedTable<Key, Limiter, Hash>;
 
@@ -234,6 +241,20 @@ class ConcurrentKeyedLimiter {
             freed += sh->table.evict_idle(now_ns, max_groups_per_shard);
         }
         return freed;
+    }
+
+    /// set_quota of KeyedLimiter, shard by shard, each under its lock: a key
+    /// sees the old quota before its shard switches and the new one after.
+    void set_quota(Quota quota, std::uint64_t now_ns) {
+        const Limiter next(quota);
+        for (auto& sh : shards_) {
+            const std::lock_guard<detail::KeyedSpinLock> guard(sh->lock);
+            sh->table.set_policy(next, now_ns);
+        }
+    }
+    [[nodiscard]] Quota quota() const noexcept {
+        const std::lock_guard<detail::KeyedSpinLock> guard(shards_.back()->lock);
+        return shards_.back()->table.limiter().quota();
     }
 
     [[nodiscard]] bool contains(Lookup key) const noexcept {
