@@ -675,3 +675,115 @@ TEST_CASE("keyed: lowering the quota never lets a key admit more than the new qu
         REQUIRE(got <= 10);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Per-key tiers: a request names a tier; its key's state follows that tier's
+// quota, and a key that changes tier is rebased as set_quota would.
+
+namespace {
+using TieredU64 = tally::KeyedLimiter<std::uint64_t, tally::Gcra, tally::Hasher<std::uint64_t>, 8>;
+using TieredStr = tally::KeyedLimiter<std::string, tally::Gcra, tally::Hasher<std::string>, 8>;
+}  // namespace
+
+TEST_CASE("keyed tiers: the slot does not grow", "[keyed][tiers]") {
+    STATIC_REQUIRE(TieredU64::slots_per_group == U64Table::slots_per_group);
+    STATIC_REQUIRE(TieredU64::group_bytes == U64Table::group_bytes);
+    using StrTable = tally::KeyedLimiter<std::string, tally::Gcra>;
+    STATIC_REQUIRE(TieredStr::slots_per_group == StrTable::slots_per_group);
+    STATIC_REQUIRE(TieredStr::group_bytes == StrTable::group_bytes);
+    const std::vector<tally::Quota> tiers{tally::Quota::per_second(1), tally::Quota::per_second(100)};
+    TieredU64 t(tiers, 1000, seed);
+    U64Table u(tiers[0], 1000, seed);
+    // Bytes per key: the same groups; only the policies (one per tier) are extra.
+    CHECK(t.group_count() == u.group_count());
+    CHECK(t.memory_bytes() - sizeof(TieredU64) == u.memory_bytes() - sizeof(U64Table));
+    CHECK(t.tier_count() == 2);
+}
+
+TEST_CASE("keyed tiers: bad tiers throw or are denied", "[keyed][tiers]") {
+    const tally::Quota q = tally::Quota::per_second(10);
+    const std::vector<tally::Quota> none, nine(9, q), three(3, q);
+    CHECK_THROWS_WITH(TieredU64(none, 100, seed), "tally::KeyedLimiter::KeyedLimiter: tiers.size() 0 is out of range [1, 8]");
+    CHECK_THROWS_WITH(TieredU64(nine, 100, seed), "tally::KeyedLimiter::KeyedLimiter: tiers.size() 9 is out of range [1, 8]");
+    TieredU64 t(three, 100, seed);
+    CHECK_THROWS_WITH(t.set_quota(3, q, 0), "tally::KeyedLimiter::set_quota: tier 3 is out of range [0, 2]");
+    CHECK(t.try_acquire(1, 1000 * ms, 1, 3) == tally::Decision{false, 0, tally::never, tally::never});
+    CHECK_FALSE(t.contains(1));
+    using C = tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra, tally::Hasher<std::uint64_t>, 8>;
+    CHECK_THROWS_WITH(C(nine, 100, 4, seed),
+                      "tally::ConcurrentKeyedLimiter::ConcurrentKeyedLimiter: tiers.size() 9 is out of range [1, 8]");
+    C c(three, 100, 4, seed);
+    CHECK(c.try_acquire(1, 1000 * ms, 1, 200) == tally::Decision{false, 0, tally::never, tally::never});
+    CHECK_THROWS_WITH(c.set_quota(7, q, 0), "tally::ConcurrentKeyedLimiter::set_quota: tier 7 is out of range [0, 2]");
+}
+
+TEMPLATE_TEST_CASE("keyed tiers: decisions equal per-key limiters that change plan", "[keyed][tiers]", TieredU64,
+                   (tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra, tally::Hasher<std::uint64_t>, 8>)) {
+    std::vector<tally::Quota> quotas{tally::Quota::per_second(5), tally::Quota::per_second(50).with_burst(10),
+                                     tally::Quota::per_second(400).with_burst(40)};
+    TestType t = [&] {
+        if constexpr (std::is_same_v<TestType, TieredU64>) {
+            return TestType(quotas, 1500, seed);
+        } else {
+            return TestType(quotas, 1500, 4, seed);
+        }
+    }();
+    struct Plan {
+        std::size_t tier;
+        tally::Gcra limiter;
+    };
+    std::unordered_map<std::uint64_t, Plan> oracle;
+    std::vector<std::size_t> plan_of(60);  // ~130 requests/s per key: tier 0 denies most, tier 2 none
+    tally::test::Rng rng(31);
+    for (auto& p : plan_of) p = rng.below(3);
+    std::uint64_t now = 1000 * ms;
+    std::size_t switches = 0, allowed = 0;
+    const std::size_t steps = tally::test::big(60'000, 12'000);
+    for (std::size_t i = 0; i < steps; ++i) {
+        now += rng.below(ms / 4);
+        const std::uint64_t key = rng.below(plan_of.size());
+        if (rng.below(50) == 0) plan_of[key] = rng.below(3);  // upgrade or downgrade
+        if (i == steps / 2) {                                // the middle tier's quota changes for its keys
+            quotas[1] = tally::Quota::per_second(20).with_burst(2);
+            t.set_quota(1, quotas[1], now);
+            for (auto& [k, p] : oracle) {
+                if (p.tier == 1) p.limiter.set_quota(quotas[1], now);
+            }
+        }
+        const std::size_t tier = plan_of[key];
+        auto it = oracle.try_emplace(key, Plan{tier, tally::Gcra(quotas[tier])}).first;
+        if (it->second.tier != tier) {
+            it->second.limiter.set_quota(quotas[tier], now);
+            it->second.tier = tier;
+            ++switches;
+        }
+        const auto e = it->second.limiter.try_acquire(now);
+        REQUIRE(t.try_acquire(key, now, 1, tier) == e);
+        allowed += e.allowed;
+    }
+    CHECK(switches > 100);
+    CHECK(allowed > steps / 10);
+    CHECK(allowed < steps * 9 / 10);
+    CHECK(t.evictions() == 0);
+    CHECK(t.quota(1) == quotas[1]);
+}
+
+TEST_CASE("keyed tiers: LRU eviction still picks the least recently seen key", "[keyed][tiers]") {
+    constexpr std::size_t S = TieredU64::slots_per_group;
+    const std::vector<tally::Quota> tiers{tally::Quota::per_hour(2), tally::Quota::per_hour(3)};
+    TieredU64 t(tiers, S, seed);
+    REQUIRE(t.group_count() == 1);
+    std::uint64_t now = 1000 * ms;
+    for (std::uint64_t k = 0; k < S; ++k) {
+        REQUIRE(t.try_acquire(k, now, 1, k % 2).allowed);
+        now += 10 * ms;  // > the 4.2 ms stamp unit of tiered tables
+    }
+    REQUIRE(t.try_acquire(0, now, 1, 0).allowed);  // key 0 is recent again: key 1 is the LRU
+    now += 10 * ms;
+    CHECK(t.try_acquire(1000, now, 1, 1).allowed);
+    CHECK(t.evictions() == 1);
+    CHECK(t.contains(1000));
+    CHECK(t.contains(0) == (S > 1));
+    if (S > 1) CHECK_FALSE(t.contains(1));
+    CHECK(t.invariants_hold());
+}

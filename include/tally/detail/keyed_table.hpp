@@ -13,7 +13,8 @@
 //   window(key)   groups home, home+1, ..., home+W-1 (mod groups), W = probe_groups
 //   used          bit i set: slot i holds a key
 //   ovf(g)        keys whose home is g that live in a later group of g's window
-//   stamp         last-seen time in 2^20 ns units (wrapping), for LRU choice
+//   stamp         last-seen time in 2^20 ns units (wrapping), for LRU choice;
+//                 with tiers: 8-bit tier | 24-bit time in 2^22 ns units
 //
 // find(key):   read home; only if ovf(home) > 0, read the rest of the window.
 // insert(key): the first empty or fresh slot in the window; else hopscotch
@@ -246,12 +247,39 @@ struct KeyedProbe {
 };
 static_assert(sizeof(KeyedProbe) <= 16);
 
+/// The policies of a table: one Limiter per tier. One tier holds the Limiter
+/// itself; more tiers hold up to `Tiers` of them (set at construction).
+template <class Limiter, std::size_t Tiers>
+class KeyedPolicies {
+  public:
+    explicit KeyedPolicies(std::vector<Limiter> all) : all_(std::move(all)) {}
+    const Limiter& operator[](std::size_t t) const noexcept { return all_[t]; }
+    Limiter& operator[](std::size_t t) noexcept { return all_[t]; }
+    std::size_t size() const noexcept { return all_.size(); }
+
+  private:
+    std::vector<Limiter> all_;
+};
+
+template <class Limiter>
+class KeyedPolicies<Limiter, 1> {
+  public:
+    explicit KeyedPolicies(std::vector<Limiter> all) : one_(all.front()) {}
+    const Limiter& operator[](std::size_t) const noexcept { return one_; }
+    Limiter& operator[](std::size_t) noexcept { return one_; }
+    static constexpr std::size_t size() noexcept { return 1; }
+
+  private:
+    Limiter one_;
+};
+
 /// The table: per-key Limiter states in slot groups, the shared policy, the
 /// secret seeds and the counters. Not thread-safe (the concurrent limiter
 /// locks a shard around every call).
-template <class Key, class Limiter, class Hash>
+template <class Key, class Limiter, class Hash, std::size_t Tiers = 1>
 class KeyedTable {
     using Traits = KeyedKeyTraits<Key, Hash>;
+    static_assert(Tiers >= 1 && Tiers <= 256, "tally::KeyedLimiter: Tiers must be in [1, 256]");
 
   public:
     using State = typename Limiter::State;
@@ -273,12 +301,20 @@ class KeyedTable {
     static constexpr std::size_t evict_den = 4;
     static constexpr std::size_t max_capacity = std::numeric_limits<std::size_t>::max() / 2;
 
+    /// With more than one tier, the top 8 bits of a slot's stamp hold its
+    /// tier and the low 24 bits its last-seen time in 2^22 ns (~4.2 ms)
+    /// units (wrapping after ~19.5 hours); the slot does not grow.
+    static constexpr bool tiered = Tiers > 1;
+    static constexpr unsigned stamp_shift = tiered ? 22 : 20;
+    static constexpr std::uint32_t stamp_mask = tiered ? 0xffffffu : 0xffffffffu;
+
     static_assert(group_bytes % cache_line_size == 0 && alignof(Group) == cache_line_size);
     static_assert(probe_groups * slots_per_group <= 255, "overflow count must fit 8 bits");
 
-    /// `capacity` must already be checked to lie in [1, max_capacity].
-    KeyedTable(const Limiter& limiter, std::size_t capacity, Seed seed, Hash hash)
-        : limiter_(limiter),
+    /// `capacity` must already be checked to lie in [1, max_capacity] and
+    /// `policies` to hold 1 to Tiers limiters.
+    KeyedTable(std::vector<Limiter> policies, std::size_t capacity, Seed seed, Hash hash)
+        : policies_(std::move(policies)),
           hash_(std::move(hash)),
           seeds_(KeyedSeeds::from(seed)),
           groups_count_(capacity / slots_per_group + (capacity % slots_per_group != 0)) {
@@ -301,19 +337,29 @@ class KeyedTable {
         for (std::size_t off = 0; off < sizeof(Group); off += cache_line_size) prefetch_write(p + off);
     }
 
-    /// The request applied to `key`'s state (`h` == hash(key)), inserting the
-    /// key if absent; a refused newcomer gets refused_decision().
-    TALLY_ALWAYS_INLINE Decision acquire(Lookup key, std::uint64_t h, std::uint64_t now_ns, std::uint64_t cost) noexcept {
+    /// The request applied to `key`'s state (`h` == hash(key)) under tier
+    /// `tier`'s policy, inserting the key if absent; a refused newcomer gets
+    /// refused_decision(). A key last seen under another tier is first
+    /// rebased onto this one. A tier >= tier_count() is denied, never passes.
+    TALLY_ALWAYS_INLINE Decision acquire(Lookup key, std::uint64_t h, std::uint64_t now_ns, std::uint64_t cost,
+                                         std::size_t tier = 0) noexcept {
+        if (TALLY_UNLIKELY(tier >= policies_.size())) return Decision{false, 0, never, never};
         now_ns = advance_clock(now_ns);
         const std::size_t home = home_of(h);
         KeyedProbe p = find(key, h, home);
         if (TALLY_UNLIKELY(!p.ok)) {
-            p = insert(key, h, home, now_ns);
-            if (TALLY_UNLIKELY(!p.ok)) return refused_decision(now_ns, cost);
+            p = insert(key, h, home, now_ns, tier);
+            if (TALLY_UNLIKELY(!p.ok)) return refused_decision(now_ns, cost, tier);
         }
         Group& grp = groups_[p.group];
-        grp.stamps[p.slot] = stamp_of(now_ns);
-        return limiter_.try_acquire(grp.states[p.slot], now_ns, cost);
+        if constexpr (tiered) {
+            const std::size_t was = grp.stamps[p.slot] >> 24;
+            if (TALLY_UNLIKELY(was != tier)) {
+                grp.states[p.slot] = policies_[tier].rebase_state(grp.states[p.slot], policies_[was], now_ns);
+            }
+        }
+        grp.stamps[p.slot] = stamp_of(now_ns, tier);
+        return policies_[tier].try_acquire(grp.states[p.slot], now_ns, cost);
     }
 
     [[nodiscard]] bool contains(Lookup key) const noexcept {
@@ -328,7 +374,7 @@ class KeyedTable {
         while (groups_left-- > 0) {
             Group& g = groups_[cursor_];
             for (std::size_t s = 0; s < slots_per_group; ++s) {
-                if ((g.used >> s & 1u) != 0 && limiter_.is_fresh(g.states[s], now_ns)) {
+                if ((g.used >> s & 1u) != 0 && policy_of(g, s).is_fresh(g.states[s], now_ns)) {
                     remove({cursor_, static_cast<std::uint32_t>(s)});
                     ++freed;
                 }
@@ -339,19 +385,21 @@ class KeyedTable {
         return freed;
     }
 
-    /// Moves every key's state to `next`'s quota at now_ns (Limiter::
-    /// rebase_state: spent stays spent, no key gains capacity beyond the new
-    /// quota), then makes `next` the policy. O(capacity), allocates nothing.
-    void set_policy(const Limiter& next, std::uint64_t now_ns) noexcept {
+    /// Moves the state of every key of tier `tier` (< tier_count()) to
+    /// `next`'s quota at now_ns (Limiter::rebase_state: spent stays spent, no
+    /// key gains capacity beyond the new quota), then makes `next` that
+    /// tier's policy. O(capacity), allocates nothing.
+    void set_policy(std::size_t tier, const Limiter& next, std::uint64_t now_ns) noexcept {
         now_ns = advance_clock(now_ns);
         for (std::size_t g = 0; g < groups_count_; ++g) {
             Group& grp = groups_[g];
             for (std::uint32_t used = grp.used; used != 0; used &= used - 1) {
                 const auto s = static_cast<std::size_t>(std::countr_zero(used));
-                grp.states[s] = next.rebase_state(grp.states[s], limiter_, now_ns);
+                if (tier_of(grp, s) != tier) continue;
+                grp.states[s] = next.rebase_state(grp.states[s], policies_[tier], now_ns);
             }
         }
-        limiter_ = next;
+        policies_[tier] = next;
     }
 
     void clear() noexcept {
@@ -371,7 +419,8 @@ class KeyedTable {
     [[nodiscard]] std::uint64_t evictions() const noexcept { return evictions_; }
     [[nodiscard]] std::uint64_t reclaims() const noexcept { return reclaims_; }
     [[nodiscard]] std::uint64_t collisions() const noexcept { return collisions_; }
-    [[nodiscard]] const Limiter& limiter() const noexcept { return limiter_; }
+    [[nodiscard]] const Limiter& limiter(std::size_t tier = 0) const noexcept { return policies_[tier]; }
+    [[nodiscard]] std::size_t tier_count() const noexcept { return policies_.size(); }
     [[nodiscard]] std::size_t home_of(std::uint64_t h) const noexcept {
         return static_cast<std::size_t>((static_cast<uint128>(h) * groups_count_) >> 64);
     }
@@ -407,17 +456,27 @@ class KeyedTable {
         return now_ns;
     }
 
-    static std::uint32_t stamp_of(std::uint64_t now_ns) noexcept { return static_cast<std::uint32_t>(now_ns >> 20); }
+    static std::uint32_t stamp_of(std::uint64_t now_ns, std::size_t tier) noexcept {
+        const auto t = static_cast<std::uint32_t>(now_ns >> stamp_shift) & stamp_mask;
+        if constexpr (tiered) return t | static_cast<std::uint32_t>(tier) << 24;
+        return t;
+    }
+    static std::size_t tier_of(const Group& grp, std::size_t s) noexcept {
+        if constexpr (tiered) return grp.stamps[s] >> 24;
+        return 0;
+    }
+    const Limiter& policy_of(const Group& grp, std::size_t s) const noexcept { return policies_[tier_of(grp, s)]; }
 
     // A newcomer with no slot: denied, consuming nothing (a peek is answered
     // as for a fresh key). The retry hint is one quota window.
-    Decision refused_decision(std::uint64_t now_ns, std::uint64_t cost) noexcept {
+    Decision refused_decision(std::uint64_t now_ns, std::uint64_t cost, std::size_t tier) noexcept {
         ++collisions_;
+        const Limiter& policy = policies_[tier];
         if (cost == 0) {
-            State s = limiter_.fresh_state();
-            return limiter_.try_acquire(s, now_ns, 0);
+            State s = policy.fresh_state();
+            return policy.try_acquire(s, now_ns, 0);
         }
-        const std::uint64_t w = limiter_.quota().window_ns;
+        const std::uint64_t w = policy.quota().window_ns;
         return Decision{false, 0, w, w};
     }
 
@@ -479,7 +538,7 @@ class KeyedTable {
                 found = true;
             } else {
                 for (std::size_t s = 0; s < slots_per_group; ++s) {
-                    if (limiter_.is_fresh(grp.states[s], now_ns)) {
+                    if (policy_of(grp, s).is_fresh(grp.states[s], now_ns)) {
                         free = {cur, static_cast<std::uint32_t>(s)};
                         remove(free);
                         ++reclaims_;
@@ -522,8 +581,8 @@ class KeyedTable {
     // Picks a slot for a key that is not in the table: the first empty or
     // fresh slot in probe order, else a hopscotch hop, else (only under
     // memory pressure) the least recently seen slot of the window.
-    KeyedProbe insert(Lookup key, std::uint64_t h, std::size_t home, std::uint64_t now_ns) noexcept {
-        const std::uint32_t now_stamp = stamp_of(now_ns);
+    KeyedProbe insert(Lookup key, std::uint64_t h, std::size_t home, std::uint64_t now_ns, std::size_t tier) noexcept {
+        const std::uint32_t now_time = stamp_of(now_ns, 0);
         KeyedSlot lru{home, 0};
         std::uint32_t lru_age = 0;
         bool have_lru = false;
@@ -536,7 +595,7 @@ class KeyedTable {
                 break;
             }
             for (std::size_t s = 0; s < slots_per_group; ++s) {
-                if (limiter_.is_fresh(grp.states[s], now_ns)) {
+                if (policy_of(grp, s).is_fresh(grp.states[s], now_ns)) {
                     p = {cur, static_cast<std::uint32_t>(s), true};
                     remove(p.at());
                     ++reclaims_;
@@ -544,7 +603,7 @@ class KeyedTable {
                 }
                 // Stamps never run ahead of the table clock; a wrapped one
                 // (silent > 2^31 units) may read as recent (documented).
-                const std::uint32_t age = now_stamp - grp.stamps[s];
+                const std::uint32_t age = (now_time - grp.stamps[s]) & stamp_mask;
                 if (!have_lru || age > lru_age) {
                     have_lru = true;
                     lru_age = age;
@@ -563,15 +622,15 @@ class KeyedTable {
         }
         Group& grp = groups_[p.group];
         grp.keys[p.slot] = Traits::store(seeds_, key, h);
-        grp.states[p.slot] = limiter_.fresh_state();
-        grp.stamps[p.slot] = now_stamp;
+        grp.states[p.slot] = policies_[tier].fresh_state();
+        grp.stamps[p.slot] = stamp_of(now_ns, tier);
         grp.used = static_cast<std::uint16_t>(grp.used | (1u << p.slot));
         if (p.group != home) ++groups_[home].overflow;
         ++size_;
         return p;
     }
 
-    Limiter limiter_;
+    KeyedPolicies<Limiter, Tiers> policies_;
     [[no_unique_address]] Hash hash_;
     KeyedSeeds seeds_;
     std::size_t groups_count_;

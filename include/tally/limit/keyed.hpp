@@ -51,12 +51,12 @@ namespace tally {
 ///   tally::KeyedLimiter<std::uint64_t, tally::Gcra> per_client(
 ///       tally::Quota::per_second(100), 1'000'000);
 ///   if (!per_client.try_acquire(client_id, tally::SteadyClock::now_ns())) reject();
-template <class Key, class Limiter, class Hash = Hasher<Key>>
+template <class Key, class Limiter, class Hash = Hasher<Key>, std::size_t Tiers = 1>
 class KeyedLimiter {
     static_assert(PerKeyPolicy<Limiter>,
                   "tally::KeyedLimiter: Limiter must satisfy tally::PerKeyPolicy (State, fresh_state(), "
                   "try_acquire(State&, now, cost), is_fresh(const State&, now); see limit/decision.hpp)");
-    using Table = detail::KeyedTable<Key, Limiter, Hash>;
+    using Table = detail::KeyedTable<Key, Limiter, Hash, Tiers>;
 
   public:
     using key_type = Key;
@@ -73,30 +73,40 @@ class KeyedLimiter {
     static constexpr bool exact_keys = Table::exact_keys;
     static constexpr std::size_t prefetch_distance = 16;
     static constexpr std::size_t max_capacity = Table::max_capacity;
+    static constexpr std::size_t max_tiers = Tiers;
 
-    /// Throws std::invalid_argument unless capacity is in [1, SIZE_MAX/2],
-    /// whatever Limiter(quota) throws for a bad quota, and std::bad_alloc when
-    /// the table does not fit in memory.
+    /// One quota for every key. Throws std::invalid_argument unless capacity
+    /// is in [1, SIZE_MAX/2], whatever Limiter(quota) throws for a bad quota,
+    /// and std::bad_alloc when the table does not fit in memory.
     KeyedLimiter(Quota quota, std::size_t capacity, Seed seed = Seed::random(), Hash hash = Hash())
-        : table_((check_capacity(capacity), Limiter(quota)), capacity, seed, std::move(hash)) {}
+        : table_((check_capacity(capacity), std::vector<Limiter>{Limiter(quota)}), capacity, seed, std::move(hash)) {}
     KeyedLimiter(Quota quota, std::size_t capacity, Hash hash)
         : KeyedLimiter(quota, capacity, Seed::random(), std::move(hash)) {}
+    /// Per-key tiers: request `tier` is limited by `tiers[tier]`; tiers.size()
+    /// must be in [1, Tiers]. Slots are no larger than with one tier.
+    KeyedLimiter(std::span<const Quota> tiers, std::size_t capacity, Seed seed = Seed::random(), Hash hash = Hash())
+        requires(Tiers > 1)
+        : table_((check_capacity(capacity), policies_of("tally::KeyedLimiter::KeyedLimiter", tiers)), capacity, seed,
+                 std::move(hash)) {}
 
-    /// Applies the request to `key`'s state, inserting the key if absent.
-    Decision try_acquire(Lookup key, std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return table_.acquire(key, table_.hash(key), now_ns, cost);
+    /// Applies the request to `key`'s state under tier `tier`'s quota,
+    /// inserting the key if absent. A key last seen under another tier is
+    /// first rebased onto this one (Limiter::rebase_state); a tier >=
+    /// tier_count() is denied with retry_after_ns == tally::never.
+    Decision try_acquire(Lookup key, std::uint64_t now_ns, std::uint64_t cost = 1, std::size_t tier = 0) noexcept {
+        return table_.acquire(key, table_.hash(key), now_ns, cost, tier);
     }
 
     /// Same decisions as try_acquire on each key in order; hashes and
     /// prefetches `prefetch_distance` keys ahead. Throws std::invalid_argument
     /// when the spans differ in size.
     void try_acquire_batch(std::span<const Key> keys, std::uint64_t now_ns, std::span<Decision> out,
-                           std::uint64_t cost = 1) {
+                           std::uint64_t cost = 1, std::size_t tier = 0) {
         detail::keyed_check_batch("tally::KeyedLimiter::try_acquire_batch", keys.size(), out.size());
         detail::keyed_batch<prefetch_distance>(
             keys.size(), [&](std::size_t i) { return table_.hash(keys[i]); },
             [&](std::uint64_t h) { table_.prefetch(h); },
-            [&](std::size_t i, std::uint64_t h) { out[i] = table_.acquire(keys[i], h, now_ns, cost); });
+            [&](std::size_t i, std::uint64_t h) { out[i] = table_.acquire(keys[i], h, now_ns, cost, tier); });
     }
 
     /// Frees fresh keys in the next `max_groups` groups (round robin); returns
@@ -109,8 +119,17 @@ class KeyedLimiter {
     /// (Limiter::rebase_state: units spent stay spent, no key can admit more
     /// at now_ns than the new quota allows). O(capacity). Throws what
     /// Limiter(quota) throws for a bad quota, changing nothing.
-    void set_quota(Quota quota, std::uint64_t now_ns) { table_.set_policy(Limiter(quota), now_ns); }
-    [[nodiscard]] Quota quota() const noexcept { return table_.limiter().quota(); }
+    void set_quota(Quota quota, std::uint64_t now_ns) { table_.set_policy(0, Limiter(quota), now_ns); }
+    /// set_quota for the keys of one tier; throws std::invalid_argument unless
+    /// tier < tier_count().
+    void set_quota(std::size_t tier, Quota quota, std::uint64_t now_ns) {
+        detail::check_range("tally::KeyedLimiter::set_quota", "tier", tier, std::size_t{0}, table_.tier_count() - 1);
+        table_.set_policy(tier, Limiter(quota), now_ns);
+    }
+    [[nodiscard]] Quota quota(std::size_t tier = 0) const noexcept {
+        return table_.limiter(tier < table_.tier_count() ? tier : 0).quota();
+    }
+    [[nodiscard]] std::size_t tier_count() const noexcept { return table_.tier_count(); }
 
     /// Whether `key` currently holds a slot (fresh or not).
     [[nodiscard]] bool contains(Lookup key) const noexcept { return table_.contains(key); }
@@ -130,7 +149,7 @@ class KeyedLimiter {
     [[nodiscard]] std::uint64_t collisions() const noexcept { return table_.collisions(); }
     /// 3/4 of capacity(): the size from which live keys may be evicted.
     [[nodiscard]] std::size_t eviction_floor() const noexcept { return table_.eviction_floor(); }
-    [[nodiscard]] const Limiter& limiter() const noexcept { return table_.limiter(); }
+    [[nodiscard]] const Limiter& limiter() const noexcept { return table_.limiter(0); }
 
     /// O(capacity) self-check for tests.
     [[nodiscard]] bool invariants_hold() const noexcept { return table_.invariants_hold(); }
@@ -141,8 +160,9 @@ class KeyedLimiter {
     [[nodiscard]] std::uint64_t hash(Lookup key) const noexcept { return table_.hash(key); }
     [[nodiscard]] std::size_t home_group(std::uint64_t h) const noexcept { return table_.home_of(h); }
     void prefetch_hashed(std::uint64_t h) const noexcept { table_.prefetch(h); }
-    Decision try_acquire_hashed(Lookup key, std::uint64_t h, std::uint64_t now_ns, std::uint64_t cost) noexcept {
-        return table_.acquire(key, h, now_ns, cost);
+    Decision try_acquire_hashed(Lookup key, std::uint64_t h, std::uint64_t now_ns, std::uint64_t cost,
+                                std::size_t tier = 0) noexcept {
+        return table_.acquire(key, h, now_ns, cost, tier);
     }
 
   private:
@@ -150,6 +170,18 @@ class KeyedLimiter {
         detail::check_range("tally::KeyedLimiter::KeyedLimiter", "capacity", capacity, std::size_t{1},
                             max_capacity);
     }
+
+  public:
+    /// The policies for a tier list (checks its size); for the constructors.
+    static std::vector<Limiter> policies_of(const char* who, std::span<const Quota> tiers) {
+        detail::check_range(who, "tiers.size()", tiers.size(), std::size_t{1}, Tiers);
+        std::vector<Limiter> out;
+        out.reserve(tiers.size());
+        for (const Quota& q : tiers) out.emplace_back(q);
+        return out;
+    }
+
+  private:
 
     Table table_;
 };
@@ -174,53 +206,43 @@ class KeyedLimiter {
 ///   tally::ConcurrentKeyedLimiter<std::string, tally::TokenBucket> api(
 ///       tally::Quota::per_second(10), 1 << 20);
 ///   if (!api.try_acquire(api_key, tally::CoarseClock::now_ns())) reject();  // any thread
-template <class Key, class Limiter, class Hash = Hasher<Key>>
+template <class Key, class Limiter, class Hash = Hasher<Key>, std::size_t Tiers = 1>
 class ConcurrentKeyedLimiter {
     static_assert(PerKeyPolicy<Limiter>,
                   "tally::ConcurrentKeyedLimiter: Limiter must satisfy tally::PerKeyPolicy (see "
                   "limit/decision.hpp)");
-    using Inner = detail::KeyedTable<Key, Limiter, Hash>;
+    using Inner = detail::KeyedTable<Key, Limiter, Hash, Tiers>;
 
   public:
-    using Table = KeyedLimiter<Key, Limiter, Hash>;  // the single-threaded form, for its constants
+    using Table = KeyedLimiter<Key, Limiter, Hash, Tiers>;  // the single-threaded form, for its constants
     using Lookup = typename Inner::Lookup;
     static constexpr std::size_t max_shards = 65536;
 
     /// Throws std::invalid_argument unless capacity is in [1, SIZE_MAX/2] and
     /// shards is a power of two in [1, 65536].
     ConcurrentKeyedLimiter(Quota quota, std::size_t capacity, std::size_t shards = 64, Seed seed = Seed::random(),
-                           Hash hash = Hash()) {
-        constexpr const char* who = "tally::ConcurrentKeyedLimiter::ConcurrentKeyedLimiter";
-        detail::check_range(who, "capacity", capacity, std::size_t{1}, Inner::max_capacity);
-        detail::check_range(who, "shards", shards, std::size_t{1}, max_shards);
-        if ((shards & (shards - 1)) != 0) {
-            detail::throw_invalid_argument(std::string(who) + ": shards " + std::to_string(shards) +
-                                           " is not a power of two");
-        }
-        const Limiter limiter(quota);
-        const std::size_t groups = capacity / Inner::slots_per_group + (capacity % Inner::slots_per_group != 0);
-        const std::size_t most = std::bit_floor(groups);
-        if (shards > most) shards = most;
-        const std::size_t per_shard = capacity / shards + (capacity % shards != 0);
-        shards_.reserve(shards);
-        for (std::size_t i = 0; i < shards; ++i) shards_.push_back(std::make_unique<Shard>(limiter, per_shard, seed, hash));
-        mask_ = shards - 1;
-    }
+                           Hash hash = Hash())
+        : ConcurrentKeyedLimiter(std::vector<Limiter>{Limiter(quota)}, capacity, shards, seed, std::move(hash)) {}
     ConcurrentKeyedLimiter(Quota quota, std::size_t capacity, std::size_t shards, Hash hash)
         : ConcurrentKeyedLimiter(quota, capacity, shards, Seed::random(), std::move(hash)) {}
+    /// Per-key tiers, as KeyedLimiter's tiered constructor.
+    ConcurrentKeyedLimiter(std::span<const Quota> tiers, std::size_t capacity, std::size_t shards = 64,
+                           Seed seed = Seed::random(), Hash hash = Hash())
+        requires(Tiers > 1)
+        : ConcurrentKeyedLimiter(Table::policies_of(who, tiers), capacity, shards, seed, std::move(hash)) {}
 
-    Decision try_acquire(Lookup key, std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
+    Decision try_acquire(Lookup key, std::uint64_t now_ns, std::uint64_t cost = 1, std::size_t tier = 0) noexcept {
         const std::uint64_t h = hash(key);
         Shard& sh = shard(h);
         sh.table.prefetch(h);  // overlap the table miss with taking the lock
         const std::lock_guard<detail::KeyedSpinLock> guard(sh.lock);
-        return sh.table.acquire(key, h, now_ns, cost);
+        return sh.table.acquire(key, h, now_ns, cost, tier);
     }
 
     /// Same decisions as try_acquire on each key in order; prefetches ahead.
     /// Throws std::invalid_argument when the spans differ in size.
     void try_acquire_batch(std::span<const Key> keys, std::uint64_t now_ns, std::span<Decision> out,
-                           std::uint64_t cost = 1) {
+                           std::uint64_t cost = 1, std::size_t tier = 0) {
         detail::keyed_check_batch("tally::ConcurrentKeyedLimiter::try_acquire_batch", keys.size(), out.size());
         detail::keyed_batch<Table::prefetch_distance>(
             keys.size(), [&](std::size_t i) { return hash(keys[i]); },
@@ -228,9 +250,33 @@ class ConcurrentKeyedLimiter {
             [&](std::size_t i, std::uint64_t h) {
                 Shard& sh = shard(h);
                 const std::lock_guard<detail::KeyedSpinLock> guard(sh.lock);
-                out[i] = sh.table.acquire(keys[i], h, now_ns, cost);
+                out[i] = sh.table.acquire(keys[i], h, now_ns, cost, tier);
             });
     }
+
+  private:
+    static constexpr const char* who = "tally::ConcurrentKeyedLimiter::ConcurrentKeyedLimiter";
+
+    ConcurrentKeyedLimiter(std::vector<Limiter> policies, std::size_t capacity, std::size_t shards, Seed seed,
+                           Hash hash) {
+        detail::check_range(who, "capacity", capacity, std::size_t{1}, Inner::max_capacity);
+        detail::check_range(who, "shards", shards, std::size_t{1}, max_shards);
+        if ((shards & (shards - 1)) != 0) {
+            detail::throw_invalid_argument(std::string(who) + ": shards " + std::to_string(shards) +
+                                           " is not a power of two");
+        }
+        const std::size_t groups = capacity / Inner::slots_per_group + (capacity % Inner::slots_per_group != 0);
+        const std::size_t most = std::bit_floor(groups);
+        if (shards > most) shards = most;
+        const std::size_t per_shard = capacity / shards + (capacity % shards != 0);
+        shards_.reserve(shards);
+        for (std::size_t i = 0; i < shards; ++i) {
+            shards_.push_back(std::make_unique<Shard>(policies, per_shard, seed, hash));
+        }
+        mask_ = shards - 1;
+    }
+
+  public:
 
     /// evict_idle on every shard, `max_groups_per_shard` groups each; returns
     /// the number of keys freed.
@@ -245,17 +291,18 @@ class ConcurrentKeyedLimiter {
 
     /// set_quota of KeyedLimiter, shard by shard, each under its lock: a key
     /// sees the old quota before its shard switches and the new one after.
-    void set_quota(Quota quota, std::uint64_t now_ns) {
-        const Limiter next(quota);
-        for (auto& sh : shards_) {
-            const std::lock_guard<detail::KeyedSpinLock> guard(sh->lock);
-            sh->table.set_policy(next, now_ns);
-        }
+    void set_quota(Quota quota, std::uint64_t now_ns) { set_tier(0, Limiter(quota), now_ns); }
+    /// set_quota for one tier; throws std::invalid_argument unless tier < tier_count().
+    void set_quota(std::size_t tier, Quota quota, std::uint64_t now_ns) {
+        detail::check_range("tally::ConcurrentKeyedLimiter::set_quota", "tier", tier, std::size_t{0},
+                            tier_count() - 1);
+        set_tier(tier, Limiter(quota), now_ns);
     }
-    [[nodiscard]] Quota quota() const noexcept {
+    [[nodiscard]] Quota quota(std::size_t tier = 0) const noexcept {
         const std::lock_guard<detail::KeyedSpinLock> guard(shards_.back()->lock);
-        return shards_.back()->table.limiter().quota();
+        return shards_.back()->table.limiter(tier < tier_count() ? tier : 0).quota();
     }
+    [[nodiscard]] std::size_t tier_count() const noexcept { return shards_[0]->table.tier_count(); }
 
     [[nodiscard]] bool contains(Lookup key) const noexcept {
         Shard& sh = shard(hash(key));
@@ -290,12 +337,19 @@ class ConcurrentKeyedLimiter {
 
   private:
     struct alignas(false_sharing_size) Shard {
-        Shard(const Limiter& l, std::size_t cap, Seed seed, const Hash& h) : table(l, cap, seed, h) {}
+        Shard(const std::vector<Limiter>& p, std::size_t cap, Seed seed, const Hash& h) : table(p, cap, seed, h) {}
         mutable detail::KeyedSpinLock lock;
         alignas(false_sharing_size) Inner table;
     };
 
     Shard& shard(std::uint64_t h) const noexcept { return *shards_[h & mask_]; }
+
+    void set_tier(std::size_t tier, const Limiter& next, std::uint64_t now_ns) {
+        for (auto& sh : shards_) {
+            const std::lock_guard<detail::KeyedSpinLock> guard(sh->lock);
+            sh->table.set_policy(tier, next, now_ns);
+        }
+    }
 
     template <class F>
     auto sum(F f) const noexcept {
