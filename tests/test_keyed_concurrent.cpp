@@ -151,3 +151,43 @@ TEST_CASE("concurrent keyed: admissions stay within burst + rate with moving clo
     }
     CHECK(c.evictions() == 0);
 }
+
+TEST_CASE("concurrent keyed: set_quota while threads acquire", "[keyed]") {
+    // Time is frozen. A quota change rebases each key under its shard's lock
+    // (TSan checks the locking); no key can pass more than the largest burst
+    // once plus the smaller burst per change (a lowered quota clamps the
+    // spent units to its burst; raising it again re-opens the difference).
+    const tally::Quota big_q = tally::Quota::per_hour(1000).with_burst(40);
+    const tally::Quota small_q = tally::Quota::per_hour(1000).with_burst(10);
+    const std::size_t n_keys = 64;
+    tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra> c(big_q, 4 * n_keys, 8, seed);
+    const std::uint64_t now = 5000 * ms;
+    const std::size_t per_thread = tally::test::big(100'000, 20'000);
+    const int changes = 20;
+    std::vector<std::vector<std::uint64_t>> admitted(threads, std::vector<std::uint64_t>(n_keys, 0));
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            tally::test::Rng rng(300 + t);
+            for (std::size_t i = 0; i < per_thread; ++i) {
+                const std::uint64_t k = rng.below(n_keys);
+                admitted[t][k] += c.try_acquire(k, now).allowed;
+            }
+        });
+    }
+    pool.emplace_back([&] {
+        for (int i = 0; i < changes; ++i) {
+            c.set_quota(i % 2 == 0 ? small_q : big_q, now);
+            std::this_thread::yield();
+        }
+    });
+    for (auto& th : pool) th.join();
+    CHECK(c.quota() == big_q);  // the last change (i = 19) restored the big quota
+    for (std::size_t k = 0; k < n_keys; ++k) {
+        std::uint64_t total = 0;
+        for (unsigned t = 0; t < threads; ++t) total += admitted[t][k];
+        INFO("key " << k << " admitted " << total);
+        REQUIRE(total <= 40 + (40 - 10) * static_cast<std::uint64_t>(changes / 2));
+        REQUIRE(total >= 10);
+    }
+}

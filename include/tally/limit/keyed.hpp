@@ -27,23 +27,24 @@ namespace tally {
 /// KeyedLimiter: one rate limiter per key for millions of keys, in memory
 /// fixed at construction, one cache miss per lookup. Bucketized open
 /// addressing over cache-line slot groups (Ross, ICDE 2007) with hopscotch
-/// relocation (Herlihy, Shavit, Tzafrir, DISC 2008); each key holds only the
+/// relocation (Herlihy, Shavit, Tzafrir, DISC 2008); each key holds only its
 /// `Limiter::State` (8 bytes for Gcra), the policy is stored once.
 ///
 /// Guarantee: while a key is in the table its decisions are exactly those of
 /// its own `Limiter`. A key leaves only when its state is fresh (no decision
 /// changes) or by LRU eviction of its probe window, which happens only while
-/// size() >= 3/4 capacity() (memory pressure; counted by evictions()). Below
-/// that, a newcomer whose window holds only live keys is denied without state
-/// (counted by collisions()), so crafted keys can reset no one's quota. Probe
-/// positions come from a hash keyed with a secret Seed (default
-/// Seed::random(); pass Seed{n} for reproducible tests).
+/// size() >= 3/4 capacity() (evictions()); below that a newcomer whose window
+/// holds only live keys is denied without state (collisions()), so crafted
+/// keys reset no one's quota. Probe positions use a hash keyed with a secret
+/// Seed (default Seed::random(); Seed{n} for reproducible tests).
+/// set_quota rebases every key (Limiter::rebase_state). With Tiers > 1 each
+/// request names a tier (a quota in a table of up to Tiers); slots keep size.
 ///
 /// Cost: O(1), one line read for a present key. Memory: capacity rounded up
-/// to whole groups, ~21.3 bytes per key for u64 keys and Gcra (memory_bytes()),
-/// nothing allocated after construction. Strings are kept as 128-bit
-/// fingerprints: two strings share a quota with probability <= 24 * 2^-128
-/// per new key. A stale now_ns is read as the latest seen.
+/// to whole groups, ~21.3 bytes per key for u64 keys and Gcra, tiered or not
+/// (memory_bytes()); nothing allocated after construction. Strings are kept as
+/// 128-bit fingerprints (a shared quota with probability <= 24 * 2^-128 per
+/// new key). A stale now_ns is read as the latest seen. Details: docs/keyed.md.
 ///
 /// Thread safety: none; mutators need exclusive access, const calls may run
 /// together. Use ConcurrentKeyedLimiter for shared use.
@@ -190,7 +191,7 @@ class KeyedLimiter {
 /// hash into `shards` tables, each behind its own spinlock on its own line.
 ///
 /// Guarantees: those of KeyedLimiter, per shard (eviction floor, collisions,
-/// seeded hash; one Seed for all shards). A key always maps to the same shard
+/// seeded hash with one Seed for all shards, tiers, set_quota). A key always maps to the same shard
 /// (low hash bits; the table inside uses the high bits) and every operation
 /// on it runs under that shard's lock, so no key is admitted beyond what its
 /// Limiter admits for that sequence of requests, whatever the interleaving.
