@@ -556,6 +556,10 @@ TEST_CASE("keyed: a refused newcomer is denied without state and gets in once a 
     // A peek (cost 0) is answered as for a fresh key and changes nothing.
     CHECK(t.try_acquire(newcomer, now, 0) == tally::Gcra(q).try_acquire(now, 0));
     CHECK(t.collisions() == 2);
+    // A cost no fresh key could pay keeps its "never" answer.
+    CHECK(t.try_acquire(newcomer, now, 11) == tally::Gcra(q).try_acquire(now, 11));
+    CHECK(t.try_acquire(newcomer, now, 11).retry_after_ns == tally::never);
+    CHECK(t.collisions() == 4);
     CHECK(t.evictions() == 0);
     // 100 ms later the crafted keys are fresh: the newcomer reclaims a slot.
     CHECK(t.try_acquire(newcomer, now + 100 * ms).allowed);

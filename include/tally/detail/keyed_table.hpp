@@ -467,15 +467,15 @@ class KeyedTable {
     }
     const Limiter& policy_of(const Group& grp, std::size_t s) const noexcept { return policies_[tier_of(grp, s)]; }
 
-    // A newcomer with no slot: denied, consuming nothing (a peek is answered
-    // as for a fresh key). The retry hint is one quota window.
+    // A newcomer with no slot: denied, consuming nothing. What a fresh key
+    // would answer is kept where it is not an admission (a peek, or a cost
+    // that can never pass); otherwise the retry hint is one quota window.
     Decision refused_decision(std::uint64_t now_ns, std::uint64_t cost, std::size_t tier) noexcept {
         ++collisions_;
         const Limiter& policy = policies_[tier];
-        if (cost == 0) {
-            State s = policy.fresh_state();
-            return policy.try_acquire(s, now_ns, 0);
-        }
+        State s = policy.fresh_state();
+        const Decision fresh = policy.try_acquire(s, now_ns, cost);
+        if (cost == 0 || !fresh.allowed) return fresh;
         const std::uint64_t w = policy.quota().window_ns;
         return Decision{false, 0, w, w};
     }

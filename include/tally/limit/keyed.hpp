@@ -127,6 +127,7 @@ class KeyedLimiter {
         detail::check_range("tally::KeyedLimiter::set_quota", "tier", tier, std::size_t{0}, table_.tier_count() - 1);
         table_.set_policy(tier, Limiter(quota), now_ns);
     }
+    /// The quota of `tier` (of tier 0 when tier >= tier_count()).
     [[nodiscard]] Quota quota(std::size_t tier = 0) const noexcept {
         return table_.limiter(tier < table_.tier_count() ? tier : 0).quota();
     }
