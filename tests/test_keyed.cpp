@@ -791,3 +791,25 @@ TEST_CASE("keyed tiers: LRU eviction still picks the least recently seen key", "
     if (S > 1) CHECK_FALSE(t.contains(1));
     CHECK(t.invariants_hold());
 }
+
+TEST_CASE("keyed: the sharded table also evicts only past its fill floor", "[keyed][security]") {
+    // Per shard the floor is 3/4 of the shard; random keys fill shards evenly,
+    // so nothing is evicted or refused up to 70% of the whole, and evictions
+    // do happen once live keys exceed the capacity.
+    tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra> c(tally::Quota::per_hour(1),
+                                                                tally::test::big(60'000, 12'000), 4, tally::Seed{5});
+    tally::test::Rng rng(77);
+    std::uint64_t now = 1000 * ms;
+    std::size_t inserted = 0;
+    while (c.size() < c.capacity() * 7 / 10) {
+        REQUIRE(c.try_acquire(rng.next(), now += ms).allowed);
+        ++inserted;
+    }
+    CHECK(c.evictions() == 0);
+    CHECK(c.collisions() == 0);
+    CHECK(c.size() == inserted);
+    for (std::size_t i = 0; i < c.capacity(); ++i) (void)c.try_acquire(rng.next(), now += ms);
+    CHECK(c.evictions() > 0);
+    CHECK(c.size() <= c.capacity());
+    CHECK(c.size() >= c.capacity() * 3 / 4 - 4);  // every shard at least at its floor (rounding per shard)
+}
