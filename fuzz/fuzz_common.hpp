@@ -90,8 +90,8 @@ int deserialize_one(const std::uint8_t* data, std::size_t size, Query&& query) {
         S s = bounded("deserialize", size, [&] { return S::deserialize(bytes); });
         query(s);
         const std::vector<std::byte> again = s.serialize();
-        const S back =
-            bounded("deserialize (round trip)", again.size(), [&] { return S::deserialize(std::span<const std::byte>(again)); });
+        const S back = bounded("deserialize (round trip)", again.size(),
+                               [&] { return S::deserialize(std::span<const std::byte>(again)); });
         if (back.serialize() != again) __builtin_trap();  // round trip must be byte-stable
     } catch (const tally::FormatError&) {
     }
@@ -119,10 +119,18 @@ inline void* checked(void* p) {
 
 // Replacement allocation functions ([new.delete]): every form routes to
 // malloc/free (which the sanitizers still watch) after recording the size.
-void* operator new(std::size_t n) { return tally::fuzz::detail::checked(tally::fuzz::detail::allocate(n)); }
-void* operator new[](std::size_t n) { return tally::fuzz::detail::checked(tally::fuzz::detail::allocate(n)); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return tally::fuzz::detail::allocate(n); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return tally::fuzz::detail::allocate(n); }
+void* operator new(std::size_t n) {
+    return tally::fuzz::detail::checked(tally::fuzz::detail::allocate(n));
+}
+void* operator new[](std::size_t n) {
+    return tally::fuzz::detail::checked(tally::fuzz::detail::allocate(n));
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    return tally::fuzz::detail::allocate(n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+    return tally::fuzz::detail::allocate(n);
+}
 void* operator new(std::size_t n, std::align_val_t a) {
     return tally::fuzz::detail::checked(tally::fuzz::detail::allocate_aligned(n, a));
 }
@@ -135,15 +143,39 @@ void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noe
 void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
     return tally::fuzz::detail::allocate_aligned(n, a);
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    std::free(p);
+}

@@ -25,7 +25,9 @@ constexpr std::uint64_t ms = 1'000'000;
 // A fixed table seed: the tests are reproducible (the default is Seed::random()).
 const tally::Seed seed{0x5eed};
 
-bool same(const tally::Decision& a, const tally::Decision& b) { return a == b; }
+bool same(const tally::Decision& a, const tally::Decision& b) {
+    return a == b;
+}
 
 }  // namespace
 
@@ -82,8 +84,8 @@ TEST_CASE("keyed: capacity outside [1, SIZE_MAX/2] throws naming the value", "[k
     }
 }
 
-TEMPLATE_TEST_CASE("keyed: decisions equal an unordered_map oracle while the table has room", "[keyed]",
-                   tally::Gcra, tally::TokenBucket, tally::FixedWindowLimiter, tally::SlidingWindowLimiter<>) {
+TEMPLATE_TEST_CASE("keyed: decisions equal an unordered_map oracle while the table has room", "[keyed]", tally::Gcra,
+                   tally::TokenBucket, tally::FixedWindowLimiter, tally::SlidingWindowLimiter<>) {
     const std::size_t keys = 300;
     tally::KeyedLimiter<std::uint64_t, TestType> t(tally::Quota::per_second(50).with_burst(5), 4 * keys, seed);
     std::unordered_map<std::uint64_t, TestType> oracle;
@@ -253,8 +255,8 @@ TEST_CASE("keyed: churn of a million distinct keys through a small table", "[key
     CHECK(t.invariants_hold());
 }
 
-TEMPLATE_TEST_CASE("keyed: batch and single calls give identical decisions", "[keyed]", tally::Gcra,
-                   tally::TokenBucket, tally::FixedWindowLimiter, tally::SlidingWindowLimiter<>) {
+TEMPLATE_TEST_CASE("keyed: batch and single calls give identical decisions", "[keyed]", tally::Gcra, tally::TokenBucket,
+                   tally::FixedWindowLimiter, tally::SlidingWindowLimiter<>) {
     const std::size_t n_keys = GENERATE(std::size_t{50}, std::size_t{5000}, std::size_t{200'000});
     const std::size_t capacity = GENERATE(std::size_t{600}, std::size_t{100'000});
     INFO("keys " << n_keys << " capacity " << capacity);
@@ -428,8 +430,8 @@ struct Placement<tally::KeyedLimiter<K, L>> {
     static std::uint64_t of(const tally::KeyedLimiter<K, L>& t, std::uint64_t h) {
         return static_cast<std::uint64_t>((static_cast<tally::detail::uint128>(h) * t.group_count()) >> 64);
     }
-    static constexpr std::size_t window = tally::KeyedLimiter<K, L>::probe_groups *
-                                          tally::KeyedLimiter<K, L>::slots_per_group;
+    static constexpr std::size_t window =
+        tally::KeyedLimiter<K, L>::probe_groups * tally::KeyedLimiter<K, L>::slots_per_group;
 };
 
 template <class K, class L>
@@ -437,8 +439,7 @@ struct Placement<tally::ConcurrentKeyedLimiter<K, L>> {
     static std::uint64_t of(const tally::ConcurrentKeyedLimiter<K, L>& t, std::uint64_t h) {
         const std::uint64_t shard = h & (t.shard_count() - 1);
         const auto groups = t.shard_group_count();
-        return shard * groups +
-               static_cast<std::uint64_t>((static_cast<tally::detail::uint128>(h) * groups) >> 64);
+        return shard * groups + static_cast<std::uint64_t>((static_cast<tally::detail::uint128>(h) * groups) >> 64);
     }
     static constexpr std::size_t window = Placement<tally::KeyedLimiter<K, L>>::window;
 };
@@ -517,15 +518,15 @@ TEMPLATE_TEST_CASE("keyed: crafted keys against a known seed never reset a victi
     }
     const std::size_t rounds = 100;
     const std::uint64_t admitted = run_attack(table, victim, crafted, w, rounds);
-    INFO("victim admitted " << admitted << ", evictions " << table.evictions() << ", collisions "
-                            << table.collisions() << ", size " << table.size());
+    INFO("victim admitted " << admitted << ", evictions " << table.evictions() << ", collisions " << table.collisions()
+                            << ", size " << table.size());
     CHECK(admitted == login_quota.limit);  // exactly its quota, never more
     CHECK(table.evictions() == 0);
     // w - 1 crafted keys fit beside the victim; the other w + 1 of the pool
     // of 2w are refused at every request (rounds / 2 passes over the pool).
     CHECK(table.collisions() == rounds / 2 * (w + 1));
-    CHECK(table.size() == w);                             // victim + the crafted keys that fit
-    CHECK(table.size() * 100 < table.capacity());        // under 1% full
+    CHECK(table.size() == w);                      // victim + the crafted keys that fit
+    CHECK(table.size() * 100 < table.capacity());  // under 1% full
     CHECK(table.contains(victim));
 
     // The same crafted keys against a table with another (secret) seed land
@@ -707,8 +708,10 @@ TEST_CASE("keyed tiers: the slot does not grow", "[keyed][tiers]") {
 TEST_CASE("keyed tiers: bad tiers throw or are denied", "[keyed][tiers]") {
     const tally::Quota q = tally::Quota::per_second(10);
     const std::vector<tally::Quota> none, nine(9, q), three(3, q);
-    CHECK_THROWS_WITH(TieredU64(none, 100, seed), "tally::KeyedLimiter::KeyedLimiter: tiers.size() 0 is out of range [1, 8]");
-    CHECK_THROWS_WITH(TieredU64(nine, 100, seed), "tally::KeyedLimiter::KeyedLimiter: tiers.size() 9 is out of range [1, 8]");
+    CHECK_THROWS_WITH(TieredU64(none, 100, seed),
+                      "tally::KeyedLimiter::KeyedLimiter: tiers.size() 0 is out of range [1, 8]");
+    CHECK_THROWS_WITH(TieredU64(nine, 100, seed),
+                      "tally::KeyedLimiter::KeyedLimiter: tiers.size() 9 is out of range [1, 8]");
     TieredU64 t(three, 100, seed);
     CHECK_THROWS_WITH(t.set_quota(3, q, 0), "tally::KeyedLimiter::set_quota: tier 3 is out of range [0, 2]");
     CHECK(t.try_acquire(1, 1000 * ms, 1, 3) == tally::Decision{false, 0, tally::never, tally::never});
@@ -747,7 +750,7 @@ TEMPLATE_TEST_CASE("keyed tiers: decisions equal per-key limiters that change pl
         now += rng.below(ms / 4);
         const std::uint64_t key = rng.below(plan_of.size());
         if (rng.below(50) == 0) plan_of[key] = rng.below(3);  // upgrade or downgrade
-        if (i == steps / 2) {                                // the middle tier's quota changes for its keys
+        if (i == steps / 2) {                                 // the middle tier's quota changes for its keys
             quotas[1] = tally::Quota::per_second(20).with_burst(2);
             t.set_quota(1, quotas[1], now);
             for (auto& [k, p] : oracle) {

@@ -32,6 +32,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -51,16 +52,16 @@ namespace tally::detail {
 
 template <class K>
 inline constexpr bool keyed_is_char_pointer =
-    std::is_pointer_v<K> && std::is_same_v<std::remove_cv_t<std::remove_pointer_t<K>>, char>;
+    std::is_pointer_v<K>&& std::is_same_v<std::remove_cv_t<std::remove_pointer_t<K>>, char>;
 
 template <class K>
 inline constexpr bool keyed_string_like =
     !keyed_is_char_pointer<K> && !std::is_arithmetic_v<K> && std::is_convertible_v<const K&, std::string_view>;
 
 template <class K>
-inline constexpr bool keyed_inline_key = !keyed_string_like<K> && !keyed_is_char_pointer<K> &&
-                                         std::is_trivially_copyable_v<K> && sizeof(K) <= 16 &&
-                                         std::equality_comparable<K> && std::is_default_constructible_v<K>;
+inline constexpr bool keyed_inline_key =
+    !keyed_string_like<K> && !keyed_is_char_pointer<K> && std::is_trivially_copyable_v<K> && sizeof(K) <= 16 &&
+    std::equality_comparable<K> && std::is_default_constructible_v<K>;
 
 /// 128 bits standing for a string key: the probe hash and an independent
 /// wyhash of the same bytes under a second secret seed.
@@ -231,6 +232,16 @@ void keyed_batch(std::size_t n, HashAt&& hash_at, Prefetch&& prefetch, Acquire&&
     }
 }
 
+/// One policy per tier quota, after checking 1 <= tiers.size() <= max_tiers.
+template <class Limiter>
+std::vector<Limiter> keyed_policies(const char* who, std::span<const Quota> tiers, std::size_t max_tiers) {
+    check_range(who, "tiers.size()", tiers.size(), std::size_t{1}, max_tiers);
+    std::vector<Limiter> out;
+    out.reserve(tiers.size());
+    for (const Quota& q : tiers) out.emplace_back(q);
+    return out;
+}
+
 /// Where a key lives: group index and slot index.
 struct KeyedSlot {
     std::size_t group;
@@ -330,7 +341,9 @@ class KeyedTable {
         evict_floor_ = cap / evict_den * evict_num + cap % evict_den * evict_num / evict_den;
     }
 
-    [[nodiscard]] std::uint64_t hash(Lookup key) const noexcept { return Traits::hash(hash_, seeds_, key); }
+    [[nodiscard]] std::uint64_t hash(Lookup key) const noexcept {
+        return Traits::hash(hash_, seeds_, key);
+    }
 
     void prefetch(std::uint64_t h) const noexcept {
         const auto* p = reinterpret_cast<const char*>(&groups_[home_of(h)]);
@@ -411,16 +424,36 @@ class KeyedTable {
         cursor_ = 0;
     }
 
-    [[nodiscard]] std::size_t size() const noexcept { return size_; }
-    [[nodiscard]] std::size_t capacity() const noexcept { return groups_count_ * slots_per_group; }
-    [[nodiscard]] std::size_t group_count() const noexcept { return groups_count_; }
-    [[nodiscard]] std::size_t eviction_floor() const noexcept { return evict_floor_; }
-    [[nodiscard]] std::size_t table_bytes() const noexcept { return groups_count_ * sizeof(Group); }
-    [[nodiscard]] std::uint64_t evictions() const noexcept { return evictions_; }
-    [[nodiscard]] std::uint64_t reclaims() const noexcept { return reclaims_; }
-    [[nodiscard]] std::uint64_t collisions() const noexcept { return collisions_; }
-    [[nodiscard]] const Limiter& limiter(std::size_t tier = 0) const noexcept { return policies_[tier]; }
-    [[nodiscard]] std::size_t tier_count() const noexcept { return policies_.size(); }
+    [[nodiscard]] std::size_t size() const noexcept {
+        return size_;
+    }
+    [[nodiscard]] std::size_t capacity() const noexcept {
+        return groups_count_ * slots_per_group;
+    }
+    [[nodiscard]] std::size_t group_count() const noexcept {
+        return groups_count_;
+    }
+    [[nodiscard]] std::size_t eviction_floor() const noexcept {
+        return evict_floor_;
+    }
+    [[nodiscard]] std::size_t table_bytes() const noexcept {
+        return groups_count_ * sizeof(Group);
+    }
+    [[nodiscard]] std::uint64_t evictions() const noexcept {
+        return evictions_;
+    }
+    [[nodiscard]] std::uint64_t reclaims() const noexcept {
+        return reclaims_;
+    }
+    [[nodiscard]] std::uint64_t collisions() const noexcept {
+        return collisions_;
+    }
+    [[nodiscard]] const Limiter& limiter(std::size_t tier = 0) const noexcept {
+        return policies_[tier];
+    }
+    [[nodiscard]] std::size_t tier_count() const noexcept {
+        return policies_.size();
+    }
     [[nodiscard]] std::size_t home_of(std::uint64_t h) const noexcept {
         return static_cast<std::size_t>((static_cast<uint128>(h) * groups_count_) >> 64);
     }
@@ -465,7 +498,9 @@ class KeyedTable {
         if constexpr (tiered) return grp.stamps[s] >> 24;
         return 0;
     }
-    const Limiter& policy_of(const Group& grp, std::size_t s) const noexcept { return policies_[tier_of(grp, s)]; }
+    const Limiter& policy_of(const Group& grp, std::size_t s) const noexcept {
+        return policies_[tier_of(grp, s)];
+    }
 
     // A newcomer with no slot: denied, consuming nothing. What a fresh key
     // would answer is kept where it is not an admission (a peek, or a cost
@@ -480,12 +515,18 @@ class KeyedTable {
         return Decision{false, 0, w, w};
     }
 
-    std::size_t window() const noexcept { return probe_groups < groups_count_ ? probe_groups : groups_count_; }
-    std::size_t next(std::size_t g) const noexcept { return g + 1 == groups_count_ ? 0 : g + 1; }
+    std::size_t window() const noexcept {
+        return probe_groups < groups_count_ ? probe_groups : groups_count_;
+    }
+    std::size_t next(std::size_t g) const noexcept {
+        return g + 1 == groups_count_ ? 0 : g + 1;
+    }
     std::size_t distance(std::size_t from, std::size_t to) const noexcept {
         return to >= from ? to - from : to + groups_count_ - from;
     }
-    std::size_t back(std::size_t g, std::size_t d) const noexcept { return g >= d ? g - d : g + groups_count_ - d; }
+    std::size_t back(std::size_t g, std::size_t d) const noexcept {
+        return g >= d ? g - d : g + groups_count_ - d;
+    }
 
     TALLY_ALWAYS_INLINE KeyedProbe find_in(std::size_t g, Lookup key, std::uint64_t h) const noexcept {
         const Group& grp = groups_[g];

@@ -85,10 +85,11 @@ class KeyedLimiter {
         : KeyedLimiter(quota, capacity, Seed::random(), std::move(hash)) {}
     /// Per-key tiers: request `tier` is limited by `tiers[tier]`; tiers.size()
     /// must be in [1, Tiers]. Slots are no larger than with one tier.
-    KeyedLimiter(std::span<const Quota> tiers, std::size_t capacity, Seed seed = Seed::random(), Hash hash = Hash())
-        requires(Tiers > 1)
-        : table_((check_capacity(capacity), policies_of("tally::KeyedLimiter::KeyedLimiter", tiers)), capacity, seed,
-                 std::move(hash)) {}
+    KeyedLimiter(std::span<const Quota> tiers, std::size_t capacity, Seed seed = Seed::random(),
+                 Hash hash = Hash()) requires(Tiers > 1)
+        : table_((check_capacity(capacity),
+                  detail::keyed_policies<Limiter>("tally::KeyedLimiter::KeyedLimiter", tiers, Tiers)),
+                 capacity, seed, std::move(hash)) {}
 
     /// Applies the request to `key`'s state under tier `tier`'s quota,
     /// inserting the key if absent. A key last seen under another tier is
@@ -169,21 +170,8 @@ class KeyedLimiter {
 
   private:
     static void check_capacity(std::size_t capacity) {
-        detail::check_range("tally::KeyedLimiter::KeyedLimiter", "capacity", capacity, std::size_t{1},
-                            max_capacity);
+        detail::check_range("tally::KeyedLimiter::KeyedLimiter", "capacity", capacity, std::size_t{1}, max_capacity);
     }
-
-  public:
-    /// The policies for a tier list (checks its size); for the constructors.
-    static std::vector<Limiter> policies_of(const char* who, std::span<const Quota> tiers) {
-        detail::check_range(who, "tiers.size()", tiers.size(), std::size_t{1}, Tiers);
-        std::vector<Limiter> out;
-        out.reserve(tiers.size());
-        for (const Quota& q : tiers) out.emplace_back(q);
-        return out;
-    }
-
-  private:
 
     Table table_;
 };
@@ -192,10 +180,11 @@ class KeyedLimiter {
 /// hash into `shards` tables, each behind its own spinlock on its own line.
 ///
 /// Guarantees: those of KeyedLimiter, per shard (eviction floor, collisions,
-/// seeded hash with one Seed for all shards, tiers, set_quota). A key always maps to the same shard
-/// (low hash bits; the table inside uses the high bits) and every operation
-/// on it runs under that shard's lock, so no key is admitted beyond what its
-/// Limiter admits for that sequence of requests, whatever the interleaving.
+/// seeded hash with one Seed for all shards, tiers, set_quota). A key always
+/// maps to the same shard (low hash bits; the table inside uses the high
+/// bits) and every operation on it runs under that shard's lock, so no key is
+/// admitted beyond what its Limiter admits for that sequence of requests,
+/// whatever the interleaving.
 ///
 /// Memory: capacity split evenly, each shard ceil(capacity / shards) keys
 /// rounded up to whole groups; the shard count is lowered (to a power of two)
@@ -229,9 +218,9 @@ class ConcurrentKeyedLimiter {
         : ConcurrentKeyedLimiter(quota, capacity, shards, Seed::random(), std::move(hash)) {}
     /// Per-key tiers, as KeyedLimiter's tiered constructor.
     ConcurrentKeyedLimiter(std::span<const Quota> tiers, std::size_t capacity, std::size_t shards = 64,
-                           Seed seed = Seed::random(), Hash hash = Hash())
-        requires(Tiers > 1)
-        : ConcurrentKeyedLimiter(Table::policies_of(who, tiers), capacity, shards, seed, std::move(hash)) {}
+                           Seed seed = Seed::random(), Hash hash = Hash()) requires(Tiers > 1)
+        : ConcurrentKeyedLimiter(detail::keyed_policies<Limiter>(who, tiers, Tiers), capacity, shards, seed,
+                                 std::move(hash)) {}
 
     Decision try_acquire(Lookup key, std::uint64_t now_ns, std::uint64_t cost = 1, std::size_t tier = 0) noexcept {
         const std::uint64_t h = hash(key);
@@ -279,7 +268,6 @@ class ConcurrentKeyedLimiter {
     }
 
   public:
-
     /// evict_idle on every shard, `max_groups_per_shard` groups each; returns
     /// the number of keys freed.
     std::size_t evict_idle(std::uint64_t now_ns, std::size_t max_groups_per_shard = 256) noexcept {
@@ -296,8 +284,7 @@ class ConcurrentKeyedLimiter {
     void set_quota(Quota quota, std::uint64_t now_ns) { set_tier(0, Limiter(quota), now_ns); }
     /// set_quota for one tier; throws std::invalid_argument unless tier < tier_count().
     void set_quota(std::size_t tier, Quota quota, std::uint64_t now_ns) {
-        detail::check_range("tally::ConcurrentKeyedLimiter::set_quota", "tier", tier, std::size_t{0},
-                            tier_count() - 1);
+        detail::check_range("tally::ConcurrentKeyedLimiter::set_quota", "tier", tier, std::size_t{0}, tier_count() - 1);
         set_tier(tier, Limiter(quota), now_ns);
     }
     [[nodiscard]] Quota quota(std::size_t tier = 0) const noexcept {
