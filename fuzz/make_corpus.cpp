@@ -94,8 +94,8 @@ int main(int argc, char** argv) {
         put_tagged("top_k", "u64_empty", 0, t.serialize());
         for (std::uint64_t i = 0; i < 300; ++i) t.add(i % 13 == 0 ? 1 : i % 29);
         put_tagged("top_k", "u64_filled", 0, t.serialize());
-        tally::TopK<std::string> s(4);
-        for (int i = 0; i < 50; ++i) s.add(std::string("key") + std::to_string(i % 7));
+        tally::TopK<std::string> s(4, tally::Seed{5});
+        for (int i = 0; i < 50; ++i) s.add(std::string("key") + std::to_string(i % 31), 1 + i % 3);
         put_tagged("top_k", "string_filled", 1, s.serialize());
     }
     {
