@@ -25,9 +25,9 @@ namespace tally {
 /// the next boundary when the window has a count, else 0. A now_ns in an
 /// earlier window than the stored one is counted in the stored window.
 ///
-/// set_quota(q, now_ns): the count of the window holding now_ns stays (at
-/// most the new limit) and is kept until the end of the new window that
-/// holds now_ns; an ended window's count is gone.
+/// set_quota(q, now_ns): the count of the window holding now_ns stays (even
+/// above the new limit) until the end of the new window that holds now_ns;
+/// an ended window's count is gone.
 ///
 /// Memory: 16-byte State (count, window index). 128-bit boundary products; a
 /// boundary past the 64-bit clock reads as tally::never. Thread safety:
@@ -44,7 +44,7 @@ class FixedWindowLimiter {
         std::uint64_t window = 0;  // now_ns / window_ns of the counted window
     };
 
-    explicit FixedWindowLimiter(const Quota& quota) : quota_((quota.validate("tally::FixedWindowLimiter"), quota)) {}
+    explicit FixedWindowLimiter(const Quota& quota) : quota_((quota.validate("tally::FixedWindowLimiter::FixedWindowLimiter"), quota)) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
@@ -85,8 +85,8 @@ class FixedWindowLimiter {
 
     /// `s` made under `old`'s quota, moved to this quota at now_ns: the count
     /// of old's window holding now_ns (or of the stored later window, for a
-    /// stale now_ns) stays, at most this limit, in this quota's window that
-    /// holds that instant. A count whose window has ended is dropped.
+    /// stale now_ns) stays, whole, in this quota's window that holds that
+    /// instant. A count whose window has ended is dropped.
     [[nodiscard]] State rebase_state(const State& s, const FixedWindowLimiter& old,
                                      std::uint64_t now_ns) const noexcept {
         if (s.count == 0 || now_ns / old.quota_.window_ns > s.window) return State{};
@@ -95,7 +95,7 @@ class FixedWindowLimiter {
         const detail::uint128 start = static_cast<detail::uint128>(s.window) * old.quota_.window_ns;
         constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
         const std::uint64_t t = start <= now_ns ? now_ns : start > max ? max : static_cast<std::uint64_t>(start);
-        return State{s.count < quota_.limit ? s.count : quota_.limit, t / quota_.window_ns};
+        return State{s.count, t / quota_.window_ns};
     }
 
     [[nodiscard]] State state() const noexcept { return state_; }

@@ -101,15 +101,15 @@ struct EmissionGrid {
     }
 
     /// The index `tat`, made on grid `from`, moved onto this grid at `now`:
-    /// the debt (units not yet re-emitted at now on `from`) stays, clamped to
-    /// this bucket's size, and is re-emitted on this grid from now. A never
-    /// used state (0) stays fresh.
+    /// the debt (units not yet re-emitted at now on `from`) stays, whole, and
+    /// is re-emitted on this grid from now. It is not clamped to this bucket's
+    /// size: a key that spent 10 under a burst of 10, moved to a burst of 5
+    /// and back, must not spend 5 more at the same instant. A never used
+    /// state (0) stays fresh.
     [[nodiscard]] std::uint64_t rebase(std::uint64_t tat, const EmissionGrid& from, std::uint64_t now) const noexcept {
         if (tat == 0) return 0;
         const std::uint64_t n = from.index(now);
-        std::uint64_t debt = tat > n ? tat - n : 0;
-        if (debt > cap) debt = cap;
-        return sat_add(index(now), debt);
+        return sat_add(index(now), tat > n ? tat - n : 0);
     }
 };
 
@@ -125,8 +125,8 @@ struct EmissionGrid {
 /// the word was read. The policy fields are read under a sequence counter
 /// (`seq_`, odd while a change is in progress), so a torn read is retried,
 /// and a change publishes its fields before the word of the new quota. The
-/// fields are relaxed atomics (no data race); the counter's acquire loads,
-/// the fence and the writer's release CAS order them.
+/// fields are atomics stored with release and loaded with acquire (plain
+/// moves on x86-64), so a reader that sees a new field sees the odd count.
 class AtomicEmission {
   public:
     explicit AtomicEmission(const Quota& q) noexcept { publish(EmissionGrid(q), q, 0, 0); }
@@ -136,10 +136,10 @@ class AtomicEmission {
             std::uint64_t w;
             const Policy p = read(w);
             std::uint64_t next;
-            const std::uint64_t tat = p.index_of(w);
-            const Decision d = p.grid.gcra(tat, now, cost, next, p.top());
+            const std::uint64_t tat = w - p.offset;
+            const Decision d = p.grid.gcra(tat, now, cost, next, p.top);
             if (next == tat) return d;
-            if (word_.compare_exchange_strong(w, p.word_of(next), std::memory_order_relaxed,
+            if (word_.compare_exchange_strong(w, next + p.offset, std::memory_order_relaxed,
                                               std::memory_order_relaxed))
                 return d;
         }
@@ -157,11 +157,10 @@ class AtomicEmission {
                 break;
             }
         }
-        std::atomic_thread_fence(std::memory_order_release);  // the odd count before the field stores
         const Policy old = fields();
         std::uint64_t w = word_.load(std::memory_order_relaxed);
         for (;;) {
-            const std::uint64_t tat = g.rebase(old.index_of(w), old.grid, now);
+            const std::uint64_t tat = g.rebase(w - old.offset, old.grid, now);
             // At the very end of the clock the word cannot grow: nothing can
             // be admitted there under either quota, so no acquirer's CAS can
             // succeed on the old reading.
@@ -173,38 +172,39 @@ class AtomicEmission {
     }
 
     [[nodiscard]] Quota quota() const noexcept {
-        std::uint64_t w;
-        return read(w).quota;
+        constexpr auto a = std::memory_order_acquire;
+        for (;;) {
+            const std::uint64_t s1 = seq_.load(a);
+            if ((s1 & 1) != 0) {
+                std::this_thread::yield();
+                continue;
+            }
+            const Quota q{limit_.load(a), window_.load(a), burst_.load(a)};
+            if (seq_.load(std::memory_order_relaxed) == s1) return q;
+        }
     }
     /// The theoretical-arrival index on the current quota's grid.
     [[nodiscard]] std::uint64_t index() const noexcept {
         std::uint64_t w;
         const Policy p = read(w);
-        return p.index_of(w);
+        return w - p.offset;
     }
     /// Units available at now (a snapshot).
     [[nodiscard]] std::uint64_t tokens(std::uint64_t now) const noexcept {
         std::uint64_t w;
         const Policy p = read(w);
-        const std::uint64_t tat = p.index_of(w), n = p.grid.index(now);
+        const std::uint64_t tat = w - p.offset, n = p.grid.index(now);
         const std::uint64_t debt = tat > n ? tat - n : 0;
         return debt >= p.grid.cap ? 0 : p.grid.cap - debt;
     }
 
   private:
+    // What an acquirer needs: the grid, word - index (mod 2^64) and the
+    // highest index whose word still fits in 64 bits.
     struct Policy {
         EmissionGrid grid;
-        Quota quota;
-        std::uint64_t base_index;  // index of the word base_word
-        std::uint64_t base_word;
-        [[nodiscard]] std::uint64_t index_of(std::uint64_t w) const noexcept { return base_index + (w - base_word); }
-        [[nodiscard]] std::uint64_t word_of(std::uint64_t i) const noexcept { return base_word + (i - base_index); }
-        // Highest index whose word still fits in 64 bits.
-        [[nodiscard]] std::uint64_t top() const noexcept {
-            constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
-            const std::uint64_t a = max - base_index, b = max - base_word;
-            return base_index + (a < b ? a : b);
-        }
+        std::uint64_t offset;
+        std::uint64_t top;
     };
 
     // A consistent (policy, word) pair: the word read after an even count,
@@ -218,44 +218,46 @@ class AtomicEmission {
             }
             w = word_.load(std::memory_order_acquire);
             const Policy p = fields();
-            std::atomic_thread_fence(std::memory_order_acquire);
             if (seq_.load(std::memory_order_relaxed) == s1) return p;
         }
     }
 
+    // Acquire loads pair with publish()'s release stores: a reader that sees
+    // any field of a change in progress then sees the odd count.
     Policy fields() const noexcept {
-        constexpr auto r = std::memory_order_relaxed;
+        constexpr auto r = std::memory_order_acquire;
         Policy p;
         p.grid.num = num_.load(r);
         p.grid.den = den_.load(r);
         p.grid.cap = cap_.load(r);
         p.grid.fast_t = fast_t_.load(r);
         p.grid.fast_k = fast_k_.load(r);
-        p.quota = Quota{limit_.load(r), window_.load(r), burst_.load(r)};
-        p.base_index = base_index_.load(r);
-        p.base_word = base_word_.load(r);
+        p.offset = offset_.load(r);
+        p.top = top_.load(r);
         return p;
     }
 
+    // The new era maps index `base_index` to word `base_word`.
     void publish(const EmissionGrid& g, const Quota& q, std::uint64_t base_index, std::uint64_t base_word) noexcept {
-        constexpr auto r = std::memory_order_relaxed;
+        constexpr auto r = std::memory_order_release;
+        constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+        const std::uint64_t a = max - base_index, b = max - base_word;
         num_.store(g.num, r);
         den_.store(g.den, r);
         cap_.store(g.cap, r);
         fast_t_.store(g.fast_t, r);
         fast_k_.store(g.fast_k, r);
+        offset_.store(base_word - base_index, r);
+        top_.store(base_index + (a < b ? a : b), r);
         limit_.store(q.limit, r);
         window_.store(q.window_ns, r);
         burst_.store(q.burst, r);
-        base_index_.store(base_index, r);
-        base_word_.store(base_word, r);
     }
 
     std::atomic<std::uint64_t> word_{0};
     std::atomic<std::uint64_t> seq_{0};
-    std::atomic<std::uint64_t> num_{1}, den_{1}, cap_{1}, fast_t_{0}, fast_k_{0};
+    std::atomic<std::uint64_t> num_{1}, den_{1}, cap_{1}, fast_t_{0}, fast_k_{0}, offset_{0}, top_{0};
     std::atomic<std::uint64_t> limit_{1}, window_{1}, burst_{0};
-    std::atomic<std::uint64_t> base_index_{0}, base_word_{0};
 };
 
 }  // namespace detail
@@ -278,8 +280,8 @@ class AtomicEmission {
 /// more debt, never less. Within 2^40 grid instants of t = 2^64 ns requests
 /// are denied rather than wrapped.
 ///
-/// set_quota(q, now_ns): the debt at now_ns stays (clamped to the new b) and
-/// is re-emitted at the new rate from now_ns.
+/// set_quota(q, now_ns): the debt at now_ns stays (units spent stay spent,
+/// even above the new b) and is re-emitted at the new rate from now_ns.
 ///
 /// Memory: 8-byte State. Thread safety: the object-level calls are not
 /// thread-safe (use AtomicGcra); the const State overloads are, on distinct
@@ -294,7 +296,7 @@ class Gcra {
         std::uint64_t tat = 0;
     };
 
-    explicit Gcra(const Quota& quota) : quota_((quota.validate("tally::Gcra"), quota)), grid_(quota) {}
+    explicit Gcra(const Quota& quota) : quota_((quota.validate("tally::Gcra::Gcra"), quota)), grid_(quota) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
@@ -324,8 +326,8 @@ class Gcra {
         return s.tat <= grid_.index(now_ns);
     }
     /// `s` made under `old`'s quota, moved to this quota at now_ns: the units
-    /// not yet re-emitted at now_ns (on old's grid) stay spent, at most this
-    /// burst of them, and are re-emitted at this rate from now_ns.
+    /// not yet re-emitted at now_ns (on old's grid) stay spent, all of them,
+    /// and are re-emitted at this rate from now_ns.
     [[nodiscard]] State rebase_state(const State& s, const Gcra& old, std::uint64_t now_ns) const noexcept {
         return State{grid_.rebase(s.tat, old.grid_, now_ns)};
     }
@@ -367,7 +369,7 @@ static_assert(sizeof(Gcra::State) == 8);
 ///   if (!api_limit.allow(tally::CoarseClock::now_ns())) reject();
 class alignas(false_sharing_size) AtomicGcra {
   public:
-    explicit AtomicGcra(const Quota& quota) : cell_((quota.validate("tally::AtomicGcra"), quota)) {}
+    explicit AtomicGcra(const Quota& quota) : cell_((quota.validate("tally::AtomicGcra::AtomicGcra"), quota)) {}
     AtomicGcra(const AtomicGcra&) = delete;
     AtomicGcra& operator=(const AtomicGcra&) = delete;
 

@@ -38,7 +38,7 @@ namespace tally {
 ///   bool ok = exact.allow(now_ns);
 class SlidingLogLimiter {
   public:
-    explicit SlidingLogLimiter(const Quota& quota) : quota_((quota.validate("tally::SlidingLogLimiter"), quota)) {}
+    explicit SlidingLogLimiter(const Quota& quota) : quota_((quota.validate("tally::SlidingLogLimiter::SlidingLogLimiter"), quota)) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 

@@ -37,10 +37,9 @@ namespace tally {
 /// new ring's bucket holding the last instant of its old bucket (never
 /// earlier, so it leaves the window no sooner than that instant allows).
 ///
-/// Range: limit <= max(Slot) / 2, else std::invalid_argument. Memory: State =
-/// SlidingCounter<Slot, Slots>::State, 56 bytes for the default. Thread
-/// safety: object-level calls are not thread-safe; the const State overloads
-/// are, on distinct States.
+/// Range: limit <= max(Slot) / 2, else std::invalid_argument. Memory: State
+/// is SlidingCounter<Slot, Slots>::State, 56 bytes for the default. Thread
+/// safety: object calls are not thread-safe; const State overloads are.
 ///
 ///   tally::SlidingWindowLimiter<> per_minute(tally::Quota::per_minute(600));  // 10 buckets of 6 s
 ///   if (!per_minute.allow(now_ns)) reject();
@@ -139,14 +138,10 @@ class SlidingWindowLimiter {
     [[nodiscard]] const State& state() const noexcept { return state_; }
 
   private:
-    static Quota checked(const Quota& q, const char* who = "tally::SlidingWindowLimiter") {
+    // The ring holds up to 2 * limit, so the limit is also bounded by Slot.
+    static Quota checked(const Quota& q, const char* who = "tally::SlidingWindowLimiter::SlidingWindowLimiter") {
         q.validate(who);
-        if (q.limit > max_limit) {
-            detail::throw_invalid_argument(std::string(who) + ": limit " + std::to_string(q.limit) +
-                                           " is out of range [1, " + std::to_string(max_limit) + "] for " +
-                                           std::to_string(8 * sizeof(Slot)) +
-                                           "-bit slots (the ring holds up to 2 * limit; use std::uint64_t slots)");
-        }
+        detail::check_range(who, "limit", q.limit, std::uint64_t{1}, max_limit);
         return q;
     }
     static std::uint64_t bucket_for(std::uint64_t window_ns) noexcept {

@@ -32,8 +32,9 @@ namespace tally {
 /// cost > b is denied with tally::never. A stale now_ns never moves the refill
 /// origin back and sees fewer tokens, never more.
 ///
-/// set_quota(q, now_ns): the tokens missing at now_ns stay missing (at most
-/// the new b) and refill at the new rate from now_ns.
+/// set_quota(q, now_ns): the tokens missing at now_ns stay missing (even more
+/// than the new b: the bucket then stays empty until they are refilled) and
+/// refill at the new rate from now_ns.
 ///
 /// Memory: 16-byte State. Thread safety: object-level calls are not
 /// thread-safe (use AtomicTokenBucket); the const State overloads are, on
@@ -49,7 +50,7 @@ class TokenBucket {
         std::uint64_t origin = 0;   // grid index of the last admission
     };
 
-    explicit TokenBucket(const Quota& quota) : quota_((quota.validate("tally::TokenBucket"), quota)), grid_(quota) {}
+    explicit TokenBucket(const Quota& quota) : quota_((quota.validate("tally::TokenBucket::TokenBucket"), quota)), grid_(quota) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
@@ -111,13 +112,12 @@ class TokenBucket {
     }
 
     /// `s` made under `old`'s quota, moved to this quota at now_ns: the tokens
-    /// missing at now_ns stay missing, at most this bucket's size of them, and
-    /// refill at this rate from now_ns. A fresh state stays fresh.
+    /// missing at now_ns stay missing, all of them, and refill at this rate
+    /// from now_ns. A fresh state stays fresh.
     [[nodiscard]] State rebase_state(const State& s, const TokenBucket& old, std::uint64_t now_ns) const noexcept {
         if (s.missing == 0 && s.origin == 0) return State{};
         const std::uint64_t n = grid_.index(now_ns);
         std::uint64_t m = missing_at(s, old.grid_.index(now_ns));
-        if (m > grid_.cap) m = grid_.cap;
         if (m > std::numeric_limits<std::uint64_t>::max() - n) m = std::numeric_limits<std::uint64_t>::max() - n;
         return State{m, n};
     }
@@ -162,7 +162,7 @@ static_assert(sizeof(TokenBucket::State) == 16);
 ///   if (!egress.allow(now_ns, packet_bytes)) drop();
 class alignas(false_sharing_size) AtomicTokenBucket {
   public:
-    explicit AtomicTokenBucket(const Quota& quota) : cell_((quota.validate("tally::AtomicTokenBucket"), quota)) {}
+    explicit AtomicTokenBucket(const Quota& quota) : cell_((quota.validate("tally::AtomicTokenBucket::AtomicTokenBucket"), quota)) {}
     AtomicTokenBucket(const AtomicTokenBucket&) = delete;
     AtomicTokenBucket& operator=(const AtomicTokenBucket&) = delete;
 
