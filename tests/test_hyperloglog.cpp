@@ -276,6 +276,30 @@ TEST_CASE("HyperLogLog: a Windowed frame with a p = 17 bucket carrying stray byt
           }) < 4096);
 }
 
+TEST_CASE("HyperLogLog: a DataSketches LIST image at lg_k 18 decodes without its registers",
+          "[hyperloglog][datasketches]") {
+    // 16 bytes: LIST mode, lg_k 18, two coupons (index 5, rank 1; index 7, rank 3).
+    const auto list = to_bytes({0x02, 0x01, 0x07, 0x12, 0x03, 0x08, 0x02, 0x08, 0x05, 0x00, 0x00, 0x04, 0x07, 0x00,
+                                0x00, 0x0c});
+    HyperLogLog h(4);
+    CHECK(largest_allocation_of([&] { h = HyperLogLog::from_datasketches(list); }) < 1024);
+    CHECK(h.precision() == 18);
+    CHECK(h.estimator() == tally::HllEstimator::hip);
+    CHECK(largest_allocation_of([&] {
+              // HIP after two distinct registers: 1 + m / (m - 1/2).
+              CHECK(h.estimate() == 1.0 + 262144.0 / (262144.0 - 0.5));
+              CHECK(h.registers_equal_to(1) == 1);
+              CHECK(h.registers_equal_to(3) == 1);
+              CHECK(h.registers_equal_to(0) == 262142);
+          }) < 1024);
+    CHECK(h.registers()[5] == 1);
+    CHECK(h.registers()[7] == 3);
+    CHECK(std::count(h.registers().begin(), h.registers().end(), std::uint8_t{0}) == 262142);
+    const HyperLogLog back = HyperLogLog::from_datasketches(h.to_datasketches());
+    CHECK(back == h);
+    CHECK(back.estimate() == h.estimate());
+}
+
 TEST_CASE("HyperLogLog: merge defers the histogram to the next query", "[hyperloglog][merge]") {
     for (Mode mode : {Mode::tally, Mode::redis, Mode::datasketches}) {
         HyperLogLog all(12, mode);

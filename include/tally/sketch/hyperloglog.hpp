@@ -18,6 +18,7 @@
 #include <string_view>
 #include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "../core/hash.hpp"
@@ -106,15 +107,18 @@ enum class HllEstimator : std::uint8_t {
 /// says which. Both are O(1): a register histogram is kept on add.
 ///
 /// add is O(1) and allocation-free after the first; estimate O(1) (HIP) or
-/// O(64) (Ertl); merge and reduce O(m). Memory: 2^p bytes of registers
-/// (allocated on the first add, so an empty sketch is small) plus ~330 bytes.
+/// O(64) (Ertl); merge (a register max) and reduce O(m); the first query
+/// after merges rebuilds the histogram once, O(m). Memory: 2^p bytes of
+/// registers (allocated on the first add, merge or dense export; an empty
+/// or decoded sparse sketch holds only its entries) plus ~330 bytes.
 /// p in [4, 18]. Hash modes (HllHashMode) match Redis (to_redis/from_redis)
 /// and Apache DataSketches (to_datasketches/from_datasketches) register for
 /// register. total() counts add calls (of this sketch and of those merged
 /// into it), not distinct items.
 ///
 /// Thread safety: writers (add, merge, clear) need exclusive access; const
-/// members may run concurrently with each other. Give each thread its own
+/// members may run concurrently with each other (one computes a pending
+/// histogram or register array, the others wait). Give each thread its own
 /// sketch and merge.
 ///
 ///     tally::HyperLogLog hll(14);
@@ -693,8 +697,23 @@ class HyperLogLog {
                 out.kxq1_ = img.kxq1;
             }
         } else {
-            for (const std::uint32_t c : img.coupons)
-                out.update_register(c & (out.register_count() - 1), static_cast<std::uint8_t>(c >> 26));
+            // Replayed into a sparse list (its size bounded by the input), not
+            // the 2^lg_k registers, which are built on first use.
+            std::unordered_map<std::uint32_t, std::uint8_t> seen;
+            seen.reserve(img.coupons.size());
+            for (const std::uint32_t c : img.coupons) {
+                const auto index = static_cast<std::uint32_t>(c & (out.register_count() - 1));
+                const auto rank = static_cast<std::uint8_t>(c >> 26);
+                std::uint8_t& reg = seen[index];
+                if (rank > reg) {
+                    out.raise(reg, rank);
+                    reg = rank;
+                }
+            }
+            for (const auto& [index, value] : seen)
+                if (value != 0) out.sparse_.push_back((index << 8) | value);
+            std::sort(out.sparse_.begin(), out.sparse_.end());
+            if (!out.sparse_.empty()) out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
             out.hip_valid_ = !img.out_of_order || out.empty();
         }
         return out;
