@@ -452,11 +452,18 @@ class Client {
             return nodes.size() - 1;
         }
 
-        // Reads CLUSTER SLOTS from the first node that answers it.
-        bool refresh() {
+        // Reads CLUSTER SLOTS from the first node that answers it: nodes
+        // with an open connection first (a failed one was closed), no new
+        // node tried after `deadline`.
+        bool refresh(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
             refreshed = std::chrono::steady_clock::now();
             std::string why = "no node answered CLUSTER SLOTS";
-            for (std::size_t n = 0; n < nodes.size(); ++n) {
+            std::vector<std::size_t> order;
+            for (const bool open : {true, false})
+                for (std::size_t n = 0; n < nodes.size(); ++n)
+                    if ((nodes[n]->ctx != nullptr) == open) order.push_back(n);
+            for (const std::size_t n : order) {
+                if (std::chrono::steady_clock::now() >= deadline) break;
                 Conn& c = *nodes[n];
                 std::vector<Item> items(1);
                 items[0].raw = {"CLUSTER", "SLOTS"};
@@ -543,7 +550,7 @@ class Client {
             const auto deadline = std::chrono::steady_clock::now() + opt.command_timeout;
             replies.assign(items.size(), Reply{});
             if (owner.empty() || (stale && std::chrono::steady_clock::now() - refreshed >= std::chrono::milliseconds(100)))
-                refresh();
+                refresh(deadline);
             if (owner.empty()) return false;
             std::vector<std::size_t> target(items.size(), none);
             std::vector<char> asking(items.size(), 0);
