@@ -51,10 +51,10 @@ namespace tally::redis {
 ///   call goes to the master of its keys' slot (CRC16, hash tags), a batch is
 ///   split per node, written to all nodes before any reply is read, and
 ///   reassembled in order. MOVED updates the slot and refreshes the map, ASK
-///   retries once on the target after ASKING, TRYAGAIN waits briefly; at most
-///   max_redirects retries, within command_timeout. A node that fails answers
-///   its calls with an error reply (the limiters' fail mode); the others
-///   keep working. The keys of one call must share a slot.
+///   retries on the target after ASKING, TRYAGAIN waits briefly: at most
+///   max_redirects retries, all within the call's command_timeout. A node
+///   that fails answers its calls with an error reply (the limiters' fail
+///   mode); the others keep working. The keys of one call share a slot.
 /// - SIGPIPE from a peer that went away is blocked for the writing thread
 ///   and discarded, never delivered to the process.
 ///
@@ -251,6 +251,7 @@ class Client {
         std::unique_ptr<redisContext, ContextDeleter> ctx;
         std::array<std::string, protocol::script_count> sha;  // empty: not loaded here
         std::string error;
+        bool shortened = false;  // the I/O timeout is below command_timeout
 
         void drop(std::string why) {
             error = std::move(why);
@@ -258,6 +259,7 @@ class Client {
         }
         bool reconnect(std::chrono::milliseconds timeout) {
             ctx.reset();
+            shortened = false;
             const timeval tv = to_timeval(timeout);
             redisContext* c = port < 0 ? redisConnectUnixWithTimeout(host.c_str(), tv)
                                        : redisConnectWithTimeout(host.c_str(), port, tv);
@@ -384,8 +386,18 @@ class Client {
             return send(argv);
         }
         // Sends items[idx...] (each after ASKING when asking) without reading.
-        bool start(std::span<const Item> items, std::span<const std::size_t> idx, bool asking) {
+        // `budget`: this round trip's I/O timeout when less than
+        // command_timeout is left of the call (cluster retries).
+        bool start(std::span<const Item> items, std::span<const std::size_t> idx, bool asking,
+                   std::optional<std::chrono::milliseconds> budget = std::nullopt) {
             if (!ensure()) return false;
+            if (budget || shortened) {
+                shortened = budget.has_value();
+                if (redisSetTimeout(ctx.get(), to_timeval(budget ? *budget : opt->command_timeout)) != REDIS_OK) {
+                    drop(std::string("cannot set the command timeout on ") + where());
+                    return false;
+                }
+            }
             for (const std::size_t i : idx)
                 if (const auto* c = items[i].call; c != nullptr && sha[static_cast<std::size_t>(c->script)].empty() &&
                                                    !load(c->script))
@@ -456,6 +468,7 @@ class Client {
         // with an open connection first (a failed one was closed), no new
         // node tried after `deadline`.
         bool refresh(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
+            const bool bounded = deadline != std::chrono::steady_clock::time_point::max();
             refreshed = std::chrono::steady_clock::now();
             std::string why = "no node answered CLUSTER SLOTS";
             std::vector<std::size_t> order;
@@ -469,7 +482,8 @@ class Client {
                 items[0].raw = {"CLUSTER", "SLOTS"};
                 const std::size_t idx[1] = {0};
                 std::vector<Reply> out(1);
-                if (!c.start(items, idx, false) || !c.finish(items, idx, false, out)) {
+                if (!c.start(items, idx, false, bounded ? std::optional(left(deadline)) : std::nullopt) ||
+                    !c.finish(items, idx, false, out)) {
                     why = c.error;
                     continue;
                 }
@@ -512,6 +526,11 @@ class Client {
             return true;
         }
 
+        static std::chrono::milliseconds left(std::chrono::steady_clock::time_point deadline) {
+            const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            return std::max(ms, std::chrono::milliseconds(1));
+        }
+
         // "MOVED 3999 127.0.0.1:6381" / "ASK ...": slot and node index.
         bool parse_redirect(const std::string& s, std::size_t skip, std::uint32_t& slot, std::size_t& node) {
             const auto sp = s.find(' ', skip);
@@ -549,8 +568,11 @@ class Client {
         bool route(std::span<const Item> items, std::vector<Reply>& replies) {
             const auto deadline = std::chrono::steady_clock::now() + opt.command_timeout;
             replies.assign(items.size(), Reply{});
-            if (owner.empty() || (stale && std::chrono::steady_clock::now() - refreshed >= std::chrono::milliseconds(100)))
+            bool refreshed_now = false;
+            if (owner.empty() || (stale && std::chrono::steady_clock::now() - refreshed >= std::chrono::milliseconds(100))) {
                 refresh(deadline);
+                refreshed_now = true;
+            }
             if (owner.empty()) return false;
             std::vector<std::size_t> target(items.size(), none);
             std::vector<char> asking(items.size(), 0);
@@ -578,9 +600,12 @@ class Client {
                     }
                     g->second.push_back(i);
                 }
+                // After a refresh or a redirect, what is left of the call's
+                // command_timeout bounds the round trip.
+                const auto budget = attempt > 0 || refreshed_now ? std::optional(left(deadline)) : std::nullopt;
                 std::vector<char> sent(groups.size(), 0);
                 for (std::size_t g = 0; g < groups.size(); ++g)
-                    sent[g] = nodes[groups[g].first / 2]->start(items, groups[g].second, groups[g].first % 2 != 0);
+                    sent[g] = nodes[groups[g].first / 2]->start(items, groups[g].second, groups[g].first % 2 != 0, budget);
                 for (std::size_t g = 0; g < groups.size(); ++g) {
                     Conn& c = *nodes[groups[g].first / 2];
                     if (sent[g] && c.finish(items, groups[g].second, groups[g].first % 2 != 0, replies)) continue;
