@@ -422,11 +422,9 @@ class Client {
             }
             if (again.empty()) return true;
             for (const std::size_t i : again) sha[static_cast<std::size_t>(items[i].call->script)].clear();
-            return start(items, again, asking) && finish_once(items, again, asking, replies);
+            return start(items, again, asking) && finish_once(again, asking, replies);
         }
-        bool finish_once(std::span<const Item> items, std::span<const std::size_t> idx, bool asking,
-                         std::vector<Reply>& replies) {
-            (void)items;
+        bool finish_once(std::span<const std::size_t> idx, bool asking, std::vector<Reply>& replies) {
             const std::size_t per = asking ? 2 : 1;
             std::vector<Reply> got;
             if (!receive(idx.size() * per, got)) return false;
