@@ -326,7 +326,7 @@ TEST_CASE("HyperLogLog: merge defers the histogram to the next query", "[hyperlo
         CHECK(m.estimate() == all.ertl_estimate());
         for (int k = 0; k < 64; ++k) CHECK(m.registers_equal_to(k) == all.registers_equal_to(k));
         // Concurrent first queries of a merged sketch agree (const members are
-        // safe to call concurrently; run under TSan in CI).
+        // safe to call concurrently).
         HyperLogLog n(12, mode);
         for (const auto& part : parts) n.merge(part);
         double seen[4] = {};
