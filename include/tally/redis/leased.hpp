@@ -1,0 +1,317 @@
+// tally/redis/leased.hpp: tally::redis::LeasedLimiter, fleet-wide GCRA
+// decided locally from leases of tokens charged to Redis up front.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "../detail/primitives.hpp"
+#include "client.hpp"
+#include "options.hpp"
+#include "protocol.hpp"
+
+namespace tally::redis {
+
+/// Lease sizing and the local table of a LeasedLimiter.
+struct LeaseOptions {
+    /// Most tokens one lease takes, in [0, quota capacity]; 0 picks
+    /// min(64, capacity).
+    std::uint64_t max_lease = 0;
+    /// Lease lifetime d in ns, in [0, window_ns]; 0 picks
+    /// min(window_ns, 4 * max_lease * emission interval). Tokens not spent
+    /// within d of the lease are never spent (handed back when possible).
+    std::uint64_t lease_ns = 0;
+    /// A lease takes at most max(cost, floor(available / share)) tokens, so
+    /// near the limit every lease is one token. In [1, 2^20].
+    std::uint64_t share = 8;
+    /// Most keys with lease state in this process, in [1, 2^32].
+    std::size_t max_keys = std::size_t{1} << 16;
+};
+
+/// LeasedLimiter: tally::Gcra shared by a fleet through Redis (the state of
+/// GcraLimiter), where a process charges a lease of up to L tokens of a key
+/// in one round trip and then admits from it locally, without a round trip,
+/// until it is spent or d = lease_ns has passed.
+///
+/// Guarantee: every token is charged to the key's exact GCRA state (the
+/// decisions of tally::Gcra, see GcraLimiter) before it is admitted, and is
+/// admitted within d of its charge. So with b = burst and index(t) =
+/// floor(t * limit / window_ns), the fleet admits in any span [s, e]
+///   at most b + index(e) - index(s - d - 1)  (a Gcra over e - s + d),
+/// and cumulatively from a key's first request at t0 at most
+/// b + index(e) - index(t0 - 1), what one Gcra admits at most. Under-
+/// admission: at most P * max_lease tokens sit unused in the leases of P
+/// processes, and a lease takes at most 1/share of what is available, so
+/// near the limit leases shrink to one token. Unused tokens go back on the
+/// next lease or release() iff no later charge was made (a compare-and-set
+/// on the TAT); otherwise they are lost, never minted.
+///
+/// Lease size adapts per key: it doubles (to max_lease) when a lease is
+/// spent within d, falls to what was spent when one expires, and to 1 on a
+/// denial. Clock: try_acquire uses Redis TIME for charges and the local
+/// steady clock for the lease lifetime (d counts from before the round
+/// trip); try_acquire_at uses the caller's now_ns for both; use one per key.
+/// Failure: a lease in hand is still spent; a needed round trip that fails
+/// answers Options::on_error (degraded, counted).
+///
+/// Thread safety: all members are thread-safe (a mutex-sharded table of at
+/// most max_keys keys; an evicted key's unused tokens are lost). Cost: a
+/// lease-served decision is a hash, a lock and a decrement.
+///
+///   tally::redis::LeasedLimiter api(client, tally::Quota::per_second(1000));
+///   if (auto d = api.try_acquire("key:42"); !d) reply_429(d.retry_after_ns);
+class LeasedLimiter {
+  public:
+    LeasedLimiter(Client& client, const Quota& quota, LeaseOptions lease = {}, Options options = {})
+        : client_(&client), opt_(std::move(options)), lease_opt_(lease), params_(quota, who) {
+        const Quota q = params_.quota();
+        tally::detail::check_range(who, "max_lease", lease.max_lease, std::uint64_t{0}, q.capacity());
+        if (lease_opt_.max_lease == 0) lease_opt_.max_lease = std::min<std::uint64_t>(64, q.capacity());
+        tally::detail::check_range(who, "lease_ns", lease.lease_ns, std::uint64_t{0}, q.window_ns);
+        tally::detail::check_range(who, "share", lease.share, std::uint64_t{1}, std::uint64_t{1} << 20);
+        tally::detail::check_range(who, "max_keys", lease.max_keys, std::size_t{1}, std::size_t{1} << 32);
+        if (lease_opt_.lease_ns == 0) {
+            const auto interval = static_cast<tally::detail::uint128>(q.window_ns) / q.limit;
+            const tally::detail::uint128 d = interval * 4 * lease_opt_.max_lease;
+            lease_opt_.lease_ns = d > q.window_ns ? q.window_ns : static_cast<std::uint64_t>(d);
+            if (lease_opt_.lease_ns == 0) lease_opt_.lease_ns = 1;
+        }
+        per_shard_ = (lease_opt_.max_keys + shard_count - 1) / shard_count;
+    }
+    LeasedLimiter(const LeasedLimiter&) = delete;
+    LeasedLimiter& operator=(const LeasedLimiter&) = delete;
+    /// Hands unused tokens back (best effort, one round trip per held key).
+    ~LeasedLimiter() { release_all(); }
+
+    [[nodiscard]] Quota quota() const noexcept { return params_.quota(); }
+    [[nodiscard]] const LeaseOptions& lease_options() const noexcept { return lease_opt_; }
+    /// The lease lifetime d in ns.
+    [[nodiscard]] std::uint64_t lease_ns() const noexcept { return lease_opt_.lease_ns; }
+
+    /// Redis server time for charges, the steady clock for lease lifetimes.
+    Decision try_acquire(std::string_view key, std::uint64_t cost = 1) { return acquire(key, cost, steady_ns(), false); }
+    /// The caller's time for both.
+    Decision try_acquire_at(std::string_view key, std::uint64_t now_ns, std::uint64_t cost = 1) {
+        return acquire(key, cost, now_ns, true);
+    }
+
+    /// Hands the unused tokens of `key`'s lease back (one round trip if any
+    /// are held) and forgets the lease. Call it for keys going idle (the
+    /// destructor does it for all).
+    void release(std::string_view key) {
+        Shard& sh = shard_of(key);
+        std::uint64_t tat = 0, n = 0;
+        {
+            std::lock_guard<std::mutex> lock(sh.mu);
+            auto it = sh.map.find(key);
+            if (it == sh.map.end() || it->second.refilling) return;
+            n = std::min(it->second.left, it->second.returnable);
+            tat = it->second.tat_after;
+            sh.map.erase(it);
+        }
+        if (n == 0) return;
+        const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
+        const protocol::Call call[1] = {protocol::lease_call(k, params_, 0, 0, 1, tat, n, std::nullopt)};
+        std::vector<Reply> replies;
+        trips_.fetch_add(1, std::memory_order_relaxed);
+        if (!client_->run(call, replies)) return;
+        const auto o = protocol::lease_decode(replies[0], params_, 0, 0, 1, n, std::nullopt, key);
+        if (o.ok) returned_.fetch_add(o.returned, std::memory_order_relaxed);
+    }
+    /// release() for every key held (Redis time).
+    void release_all() {
+        std::vector<std::string> keys;
+        for (auto& sh : shards_) {
+            std::lock_guard<std::mutex> lock(sh.mu);
+            for (const auto& [k, l] : sh.map)
+                if (l.left > 0) keys.push_back(k);
+        }
+        for (const auto& k : keys) release(k);
+    }
+
+    /// Tokens of `key` held unused in this process's lease (monitoring, tests).
+    [[nodiscard]] std::uint64_t leased_tokens(std::string_view key) const {
+        const Shard& sh = shard_of(key);
+        std::lock_guard<std::mutex> lock(sh.mu);
+        auto it = sh.map.find(key);
+        return it == sh.map.end() ? 0 : it->second.left;
+    }
+    /// Round trips this limiter made.
+    [[nodiscard]] std::uint64_t round_trips() const noexcept { return trips_.load(std::memory_order_relaxed); }
+    /// Tokens charged to Redis by this limiter's leases, and handed back.
+    [[nodiscard]] std::uint64_t tokens_leased() const noexcept { return leased_.load(std::memory_order_relaxed); }
+    [[nodiscard]] std::uint64_t tokens_returned() const noexcept { return returned_.load(std::memory_order_relaxed); }
+    /// Calls answered by the fail mode so far.
+    [[nodiscard]] std::uint64_t degraded_count() const noexcept { return degraded_.load(std::memory_order_relaxed); }
+    [[nodiscard]] std::string last_error() const {
+        std::lock_guard<std::mutex> lock(err_mu_);
+        return error_;
+    }
+
+  private:
+    static constexpr const char* who = "tally::redis::LeasedLimiter";
+    static constexpr std::size_t shard_count = 16;
+
+    struct Lease {
+        std::uint64_t left = 0;        // unspent tokens
+        std::uint64_t returnable = 0;  // of them, from the lease that set tat_after
+        std::uint64_t granted = 0;     // size of the current lease
+        std::uint64_t tat_after = 0;   // TAT that lease wrote (compare-and-set token)
+        std::uint64_t start = 0;       // local time the lease counts from
+        std::uint64_t expires = 0;     // start + d
+        std::uint64_t remaining = 0;   // Redis remaining at lease time
+        std::uint64_t reset_at = 0;    // local time the key is fresh, as of the lease
+        std::uint64_t want = 1;        // next lease size
+        std::uint64_t denied_until = 0;
+        std::uint64_t denied_cost = 0;
+        bool refilling = false;
+    };
+    struct Hash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    };
+    struct Eq {
+        using is_transparent = void;
+        bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+    };
+    struct alignas(tally::cache_line_size) Shard {
+        mutable std::mutex mu;
+        std::unordered_map<std::string, Lease, Hash, Eq> map;
+    };
+
+    static std::uint64_t steady_ns() noexcept {
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+                .count());
+    }
+    Shard& shard_of(std::string_view key) noexcept { return shards_[(Hash{}(key) >> 7) % shard_count]; }
+    const Shard& shard_of(std::string_view key) const noexcept { return shards_[(Hash{}(key) >> 7) % shard_count]; }
+
+    Decision degraded(std::string why) {
+        degraded_.fetch_add(1, std::memory_order_relaxed);
+        {
+            std::lock_guard<std::mutex> lock(err_mu_);
+            error_ = std::move(why);
+        }
+        const std::uint64_t timeout = static_cast<std::uint64_t>(opt_.command_timeout.count()) * 1'000'000;
+        if (opt_.on_error == FailMode::open) return Decision{true, 0, 0, 0, true};
+        return Decision{false, 0, timeout, 0, true};
+    }
+
+    // The key's entry, inserted (evicting another when the shard is full).
+    Lease& entry(Shard& sh, std::string_view key) {
+        auto it = sh.map.find(key);
+        if (it != sh.map.end()) return it->second;
+        if (sh.map.size() >= per_shard_) {
+            for (auto v = sh.map.begin(); v != sh.map.end(); ++v)
+                if (!v->second.refilling) {
+                    sh.map.erase(v);
+                    break;
+                }
+        }
+        return sh.map.emplace(std::string(key), Lease{}).first->second;
+    }
+
+    Decision acquire(std::string_view key, std::uint64_t cost, std::uint64_t now, bool caller_time) {
+        Shard& sh = shard_of(key);
+        const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
+        std::uint64_t want = cost, ret_tat = 0, ret_n = 0;
+        bool own_refill = false;
+        {
+            std::lock_guard<std::mutex> lock(sh.mu);
+            Lease& l = entry(sh, key);
+            const bool live = now >= l.start && now < l.expires;
+            if (live && cost <= l.left && cost > 0) {
+                l.left -= cost;
+                return Decision{true, l.left + l.remaining, 0, l.reset_at > now ? l.reset_at - now : 0};
+            }
+            if (cost > 0 && cost >= l.denied_cost && l.denied_cost > 0 && now < l.denied_until)
+                return Decision{false, l.left + l.remaining, l.denied_until - now,
+                                l.reset_at > now ? l.reset_at - now : 0};
+            if (!l.refilling) {
+                // Adapt: a lease spent within d doubles, an expired one
+                // shrinks to what was spent.
+                if (l.granted > 0) {
+                    if (live) l.want = std::min(lease_opt_.max_lease, std::max(l.want, l.granted) * 2);
+                    else l.want = std::max<std::uint64_t>(1, l.granted - std::min(l.granted, l.left));
+                }
+                own_refill = true;
+                l.refilling = true;
+                want = std::max(cost, l.want);
+                ret_n = std::min(l.left, l.returnable);
+                ret_tat = l.tat_after;
+                l.left = 0;
+                l.returnable = 0;
+                l.granted = 0;
+            }
+        }
+        // Another thread is taking this key's lease: charge this request
+        // alone (a plain exact GCRA call).
+        std::optional<std::uint64_t> at;
+        if (caller_time) at.emplace(now);
+        const std::uint64_t share = own_refill ? lease_opt_.share : 1;
+        const protocol::Call call[1] = {protocol::lease_call(k, params_, cost, want, share, ret_tat, ret_n, at)};
+        std::vector<Reply> replies;
+        trips_.fetch_add(1, std::memory_order_relaxed);
+        const bool sent = client_->run(call, replies);
+        protocol::LeaseOutcome o;
+        if (sent) o = protocol::lease_decode(replies[0], params_, cost, want, share, ret_n, at, key);
+        if (!own_refill) {
+            if (!sent) return degraded(client_->last_error());
+            if (!o.ok) return degraded(o.error);
+            leased_.fetch_add(o.granted, std::memory_order_relaxed);
+            return o.decision;
+        }
+        std::lock_guard<std::mutex> lock(sh.mu);
+        Lease& l = entry(sh, key);
+        l.refilling = false;
+        if (!sent || !o.ok) {
+            l.granted = 0;
+            return degraded(sent ? o.error : client_->last_error());
+        }
+        returned_.fetch_add(o.returned, std::memory_order_relaxed);
+        leased_.fetch_add(o.granted, std::memory_order_relaxed);
+        const Decision& d = o.decision;
+        l.reset_at = now + std::min(d.reset_after_ns, ~std::uint64_t{0} - now);
+        if (!d.allowed) {
+            l.want = 1;
+            l.denied_cost = cost;
+            l.denied_until = now + std::min(d.retry_after_ns, ~std::uint64_t{0} - now);
+            l.remaining = d.remaining;
+            return d;
+        }
+        l.denied_cost = 0;
+        l.granted = o.granted;
+        l.left = o.granted - cost;
+        l.returnable = l.left;
+        l.tat_after = o.tat_after;
+        l.start = now;
+        l.expires = now + std::min(lease_opt_.lease_ns, ~std::uint64_t{0} - now);
+        l.remaining = d.remaining - l.left;
+        return d;
+    }
+
+    Client* client_;
+    Options opt_;
+    LeaseOptions lease_opt_;
+    protocol::GcraParams params_;
+    std::size_t per_shard_ = 1;
+    std::array<Shard, shard_count> shards_{};
+    std::atomic<std::uint64_t> trips_{0}, leased_{0}, returned_{0}, degraded_{0};
+    mutable std::mutex err_mu_;
+    std::string error_;
+};
+
+}  // namespace tally::redis
