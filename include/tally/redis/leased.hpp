@@ -17,7 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../core/hash.hpp"
 #include "../detail/primitives.hpp"
+#include "../limit/keyed.hpp"
 #include "client.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
@@ -66,7 +68,7 @@ struct LeaseOptions {
 /// Failure: a lease in hand is still spent; a needed round trip that fails
 /// answers Options::on_error (degraded, counted).
 ///
-/// Thread safety: all members are thread-safe (a mutex-sharded table of at
+/// Thread safety: all members are thread-safe (a spinlock-sharded table of at
 /// most max_keys keys; an evicted key's unused tokens are lost). Cost: a
 /// lease-served decision is a hash, a lock and a decrement.
 ///
@@ -111,15 +113,17 @@ class LeasedLimiter {
     /// are held) and forgets the lease. Call it for keys going idle (the
     /// destructor does it for all).
     void release(std::string_view key) {
-        Shard& sh = shard_of(key);
+        const Hashed h{key, hash_of(key)};
+        Shard& sh = shard_of(h);
         std::uint64_t tat = 0, n = 0;
         {
-            std::lock_guard<std::mutex> lock(sh.mu);
-            auto it = sh.map.find(key);
+            Guard lock(sh.mu);
+            auto it = sh.map.find(h);
             if (it == sh.map.end() || it->second.refilling) return;
             n = std::min(it->second.left, it->second.returnable);
             tat = it->second.tat_after;
             sh.map.erase(it);
+            sh.last = nullptr;
         }
         if (n == 0) return;
         const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
@@ -134,7 +138,7 @@ class LeasedLimiter {
     void release_all() {
         std::vector<std::string> keys;
         for (auto& sh : shards_) {
-            std::lock_guard<std::mutex> lock(sh.mu);
+            Guard lock(sh.mu);
             for (const auto& [k, l] : sh.map)
                 if (l.left > 0) keys.push_back(k);
         }
@@ -143,9 +147,10 @@ class LeasedLimiter {
 
     /// Tokens of `key` held unused in this process's lease (monitoring, tests).
     [[nodiscard]] std::uint64_t leased_tokens(std::string_view key) const {
-        const Shard& sh = shard_of(key);
-        std::lock_guard<std::mutex> lock(sh.mu);
-        auto it = sh.map.find(key);
+        const Hashed h{key, hash_of(key)};
+        const Shard& sh = shard_of(h);
+        Guard lock(sh.mu);
+        auto it = sh.map.find(h);
         return it == sh.map.end() ? 0 : it->second.left;
     }
     /// Round trips this limiter made.
@@ -178,26 +183,41 @@ class LeasedLimiter {
         std::uint64_t denied_cost = 0;
         bool refilling = false;
     };
+    // One hash per call: the shard comes from its high bits, and the map is
+    // searched with the hash already computed (transparent lookup).
+    struct Hashed {
+        std::string_view key;
+        std::size_t hash;
+    };
+    static std::size_t hash_of(std::string_view s) noexcept { return static_cast<std::size_t>(Hasher<std::string_view>{}(s)); }
     struct Hash {
         using is_transparent = void;
-        std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+        std::size_t operator()(const std::string& s) const noexcept { return hash_of(s); }
+        std::size_t operator()(const Hashed& h) const noexcept { return h.hash; }
     };
     struct Eq {
         using is_transparent = void;
-        bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+        bool operator()(const std::string& a, const std::string& b) const noexcept { return a == b; }
+        bool operator()(const Hashed& a, const std::string& b) const noexcept { return a.key == b; }
+        bool operator()(const std::string& a, const Hashed& b) const noexcept { return a == b.key; }
     };
     struct alignas(tally::cache_line_size) Shard {
-        mutable std::mutex mu;
+        mutable tally::detail::KeyedSpinLock mu;
         std::unordered_map<std::string, Lease, Hash, Eq> map;
+        // The last entry used: a hot key skips the bucket search (the
+        // modulo by a prime bucket count). Nodes are stable until erased.
+        std::pair<const std::string, Lease>* last = nullptr;
+        std::size_t last_hash = 0;
     };
+    using Guard = std::lock_guard<tally::detail::KeyedSpinLock>;
 
     static std::uint64_t steady_ns() noexcept {
         return static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
                 .count());
     }
-    Shard& shard_of(std::string_view key) noexcept { return shards_[(Hash{}(key) >> 7) % shard_count]; }
-    const Shard& shard_of(std::string_view key) const noexcept { return shards_[(Hash{}(key) >> 7) % shard_count]; }
+    Shard& shard_of(const Hashed& h) noexcept { return shards_[(h.hash >> (sizeof(std::size_t) * 8 - 4)) % shard_count]; }
+    const Shard& shard_of(const Hashed& h) const noexcept { return shards_[(h.hash >> (sizeof(std::size_t) * 8 - 4)) % shard_count]; }
 
     Decision degraded(std::string why) {
         degraded_.fetch_add(1, std::memory_order_relaxed);
@@ -211,27 +231,33 @@ class LeasedLimiter {
     }
 
     // The key's entry, inserted (evicting another when the shard is full).
-    Lease& entry(Shard& sh, std::string_view key) {
+    Lease& entry(Shard& sh, const Hashed& key) {
+        if (sh.last != nullptr && sh.last_hash == key.hash && sh.last->first == key.key) return sh.last->second;
         auto it = sh.map.find(key);
-        if (it != sh.map.end()) return it->second;
-        if (sh.map.size() >= per_shard_) {
-            for (auto v = sh.map.begin(); v != sh.map.end(); ++v)
-                if (!v->second.refilling) {
-                    sh.map.erase(v);
-                    break;
-                }
+        if (it == sh.map.end()) {
+            if (sh.map.size() >= per_shard_) {
+                for (auto v = sh.map.begin(); v != sh.map.end(); ++v)
+                    if (!v->second.refilling) {
+                        sh.map.erase(v);
+                        break;
+                    }
+            }
+            it = sh.map.emplace(std::string(key.key), Lease{}).first;
         }
-        return sh.map.emplace(std::string(key), Lease{}).first->second;
+        sh.last = &*it;
+        sh.last_hash = key.hash;
+        return it->second;
     }
 
     Decision acquire(std::string_view key, std::uint64_t cost, std::uint64_t now, bool caller_time) {
-        Shard& sh = shard_of(key);
-        const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
+        tally::detail::check_range(who, "key length", key.size(), std::size_t{0}, max_key_bytes);
+        const Hashed h{key, hash_of(key)};
+        Shard& sh = shard_of(h);
         std::uint64_t want = cost, ret_tat = 0, ret_n = 0;
         bool own_refill = false;
         {
-            std::lock_guard<std::mutex> lock(sh.mu);
-            Lease& l = entry(sh, key);
+            Guard lock(sh.mu);
+            Lease& l = entry(sh, h);
             const bool live = now >= l.start && now < l.expires;
             if (live && cost <= l.left && cost > 0) {
                 l.left -= cost;
@@ -259,6 +285,7 @@ class LeasedLimiter {
         }
         // Another thread is taking this key's lease: charge this request
         // alone (a plain exact GCRA call).
+        const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
         std::optional<std::uint64_t> at;
         if (caller_time) at.emplace(now);
         const std::uint64_t share = own_refill ? lease_opt_.share : 1;
@@ -274,8 +301,8 @@ class LeasedLimiter {
             leased_.fetch_add(o.granted, std::memory_order_relaxed);
             return o.decision;
         }
-        std::lock_guard<std::mutex> lock(sh.mu);
-        Lease& l = entry(sh, key);
+        Guard lock(sh.mu);
+        Lease& l = entry(sh, h);
         l.refilling = false;
         if (!sent || !o.ok) {
             l.granted = 0;
