@@ -178,12 +178,14 @@ void BM_leased_load(benchmark::State& state) {
     lo.max_lease = 1024;
     tally::redis::LeasedLimiter limiter(client, tally::Quota::per_second(1'000'000), lo);
     const auto step = static_cast<std::uint64_t>(1000.0 / load);  // ns of caller time per decision
-    std::uint64_t now = 1'000'000'000'000'000ULL + static_cast<std::uint64_t>(state.range(0)) * 1'000'000'000'000ULL;
+    std::uint64_t now = 1'000'000'000'000'000ULL;
+    static int run = 0;  // a fresh key per run: each run's clock starts over
+    const std::string key = "lease:hot:" + std::to_string(run++);
     std::uint64_t decisions = 0, admitted = 0;
     reset_stats(client);
     const std::uint64_t trips0 = limiter.round_trips();
     for (auto _ : state) {
-        admitted += limiter.try_acquire_at("lease:hot", now).allowed;
+        admitted += limiter.try_acquire_at(key, now).allowed;
         now += step;
         ++decisions;
     }
@@ -205,10 +207,12 @@ void BM_leased_served(benchmark::State& state) {
     lo.lease_ns = q.window_ns;
     tally::redis::LeasedLimiter limiter(client, q, lo);
     std::uint64_t now = 3'000'000'000'000'000ULL, decisions = 0, admitted = 0;
-    for (int i = 0; i < 64; ++i) (void)limiter.try_acquire_at("lease:served", now += 100);  // grow the lease
+    static int run = 0;
+    const std::string key = "lease:served:" + std::to_string(run++);
+    for (int i = 0; i < 64; ++i) (void)limiter.try_acquire_at(key, now += 100);  // grow the lease
     const std::uint64_t trips0 = limiter.round_trips();
     for (auto _ : state) {
-        admitted += limiter.try_acquire_at("lease:served", now).allowed;
+        admitted += limiter.try_acquire_at(key, now).allowed;
         now += 100;
         ++decisions;
     }

@@ -186,6 +186,22 @@ TEST_CASE("LeasedLimiter: unused tokens go back only while no later charge depen
     }
 }
 
+TEST_CASE("LeasedLimiter: the local table stays within max_keys", "[redis][leased]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto client = tally_test::connect(tally_test::shared_server(binary));
+    LeaseOptions lo;
+    lo.max_keys = 32;  // 2 per shard
+    LeasedLimiter leased(client, Quota::per_minute(600), lo);
+    for (int i = 0; i < 300; ++i) {
+        const std::string key = "table:" + std::to_string(i % 150);
+        REQUIRE(leased.try_acquire(key).allowed);
+        REQUIRE(leased.size() <= 32);
+    }
+    CHECK(leased.size() >= 16);
+    CHECK_THROWS_WITH(leased.try_acquire(std::string(1025, 'k')),
+                      "tally::redis::LeasedLimiter: key length 1025 is out of range [0, 1024]");
+}
+
 TEST_CASE("LeasedLimiter fleet, caller's time: the Gcra bound cumulatively and over w + d", "[redis][leased]") {
     TALLY_REQUIRE_REDIS_SERVER(binary);
     auto& server = tally_test::shared_server(binary);

@@ -153,6 +153,16 @@ class LeasedLimiter {
         auto it = sh.map.find(h);
         return it == sh.map.end() ? 0 : it->second.left;
     }
+    /// Keys with lease state in this process (at most max_keys rounded up
+    /// to a multiple of the 16 shards).
+    [[nodiscard]] std::size_t size() const {
+        std::size_t n = 0;
+        for (const auto& sh : shards_) {
+            Guard lock(sh.mu);
+            n += sh.map.size();
+        }
+        return n;
+    }
     /// Round trips this limiter made.
     [[nodiscard]] std::uint64_t round_trips() const noexcept { return trips_.load(std::memory_order_relaxed); }
     /// Tokens charged to Redis by this limiter's leases, and handed back.
