@@ -202,6 +202,35 @@ TEST_CASE("LeasedLimiter: the local table stays within max_keys", "[redis][lease
                       "tally::redis::LeasedLimiter: key length 1025 is out of range [0, 1024]");
 }
 
+TEST_CASE("LeasedLimiter: a token held in a lease exceeds the strict window bound by at most the slack d",
+          "[redis][leased]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto c1 = tally_test::connect(server);
+    auto c2 = tally_test::connect(server);
+    const Quota q{100, 100 * kSecond, 4};  // T = 1 s, burst 4
+    LeaseOptions lo;
+    lo.max_lease = 4;
+    lo.share = 1;
+    lo.lease_ns = 50 * kSecond;
+    LeasedLimiter p1(c1, q, lo), p2(c2, q, lo);
+    const std::uint64_t t0 = 7'000'000 * kSecond;
+    std::vector<std::uint64_t> admitted;
+    auto take = [&](LeasedLimiter& p, std::uint64_t t) {
+        REQUIRE(p.try_acquire_at("slack", t).allowed);
+        admitted.push_back(t);
+    };
+    take(p1, t0);      // lease 1
+    take(p1, t0 + 1);  // lease 2 (doubled): one spent, one held
+    REQUIRE(p1.leased_tokens("slack") == 1);
+    const std::uint64_t t = t0 + 3 * kSecond + kSecond / 2;  // the bucket is full again
+    for (std::uint64_t i = 0; i < 4; ++i) take(p2, t + i);    // p2 spends the whole burst
+    take(p1, t + 4);                                          // p1 spends its held token
+    CHECK(window_excess(admitted, q, 0) == 1);                // 5 in 4 ns: one over one Gcra
+    CHECK(window_excess(admitted, q, lo.lease_ns) <= 0);      // within one Gcra over w + d
+    CHECK(cumulative_excess(admitted, q, t0) <= 0);
+}
+
 TEST_CASE("LeasedLimiter fleet, caller's time: the Gcra bound cumulatively and over w + d", "[redis][leased]") {
     TALLY_REQUIRE_REDIS_SERVER(binary);
     auto& server = tally_test::shared_server(binary);

@@ -43,34 +43,29 @@ struct LeaseOptions {
 };
 
 /// LeasedLimiter: tally::Gcra shared by a fleet through Redis (the state of
-/// GcraLimiter), where a process charges a lease of up to L tokens of a key
-/// in one round trip and then admits from it locally, without a round trip,
-/// until it is spent or d = lease_ns has passed.
+/// GcraLimiter). A process charges a lease of up to L tokens of a key in one
+/// round trip, then admits from it locally until it is spent or d =
+/// lease_ns has passed. Design, proofs and measurements: docs/redis.md.
 ///
-/// Guarantee: every token is charged to the key's exact GCRA state (the
-/// decisions of tally::Gcra, see GcraLimiter) before it is admitted, and is
-/// admitted within d of its charge. So with b = burst and index(t) =
-/// floor(t * limit / window_ns), the fleet admits in any span [s, e]
-///   at most b + index(e) - index(s - d - 1)  (a Gcra over e - s + d),
-/// and cumulatively from a key's first request at t0 at most
-/// b + index(e) - index(t0 - 1), what one Gcra admits at most. Under-
-/// admission: at most P * max_lease tokens sit unused in the leases of P
-/// processes, and a lease takes at most 1/share of what is available, so
-/// near the limit leases shrink to one token. Unused tokens go back on the
-/// next lease or release() iff no later charge was made (a compare-and-set
-/// on the TAT); otherwise they are lost, never minted.
+/// Guarantee: every token is charged to the key's exact GCRA state before it
+/// is admitted, and admitted within d of its charge. With b = burst and
+/// index(t) = floor(t * limit / window_ns), the fleet admits in any [s, e]
+///   at most b + index(e) - index(s - d - 1)  (one Gcra over e - s + d),
+/// and from a key's first request at t0 at most b + index(e) - index(t0 - 1)
+/// (one Gcra). Unused tokens go back (next lease, release(), destructor) iff
+/// no later charge was made (compare-and-set on the TAT), else are lost:
+/// never minted. Under-admission: at most P * max_lease tokens sit in the
+/// leases of P processes; a lease takes at most max(cost, avail / share), so
+/// near the limit leases are one token. Size adapts per key: doubles when a
+/// lease is spent within d, falls to what was spent when one expires, 1 on
+/// a denial.
 ///
-/// Lease size adapts per key: it doubles (to max_lease) when a lease is
-/// spent within d, falls to what was spent when one expires, and to 1 on a
-/// denial. Clock: try_acquire uses Redis TIME for charges and the local
-/// steady clock for the lease lifetime (d counts from before the round
-/// trip); try_acquire_at uses the caller's now_ns for both; use one per key.
-/// Failure: a lease in hand is still spent; a needed round trip that fails
-/// answers Options::on_error (degraded, counted).
-///
-/// Thread safety: all members are thread-safe (a spinlock-sharded table of at
-/// most max_keys keys; an evicted key's unused tokens are lost). Cost: a
-/// lease-served decision is a hash, a lock and a decrement.
+/// Clock: try_acquire charges at Redis TIME and times leases on the steady
+/// clock; try_acquire_at uses now_ns for both (one per key). Failure: a lease
+/// in hand is still spent; a failed round trip answers Options::on_error.
+/// Thread safety: all members (16 spinlocked shards, at most max_keys keys;
+/// an evicted key's unused tokens are lost). Cost: a lease-served decision
+/// is a hash, a lock and a decrement. The Client must outlive the limiter.
 ///
 ///   tally::redis::LeasedLimiter api(client, tally::Quota::per_second(1000));
 ///   if (auto d = api.try_acquire("key:42"); !d) reply_429(d.retry_after_ns);
@@ -94,7 +89,8 @@ class LeasedLimiter {
     }
     LeasedLimiter(const LeasedLimiter&) = delete;
     LeasedLimiter& operator=(const LeasedLimiter&) = delete;
-    /// Hands unused tokens back (best effort, one round trip per held key).
+    /// Hands unused tokens back (best effort: one round trip per held key,
+    /// stopping at the first that fails).
     ~LeasedLimiter() { release_all(); }
 
     [[nodiscard]] Quota quota() const noexcept { return params_.quota(); }
@@ -112,29 +108,32 @@ class LeasedLimiter {
     /// Hands the unused tokens of `key`'s lease back (one round trip if any
     /// are held) and forgets the lease. Call it for keys going idle (the
     /// destructor does it for all).
-    void release(std::string_view key) {
+    /// False when the round trip failed.
+    bool release(std::string_view key) {
         const Hashed h{key, hash_of(key)};
         Shard& sh = shard_of(h);
         std::uint64_t tat = 0, n = 0;
         {
             Guard lock(sh.mu);
             auto it = sh.map.find(h);
-            if (it == sh.map.end() || it->second.refilling) return;
+            if (it == sh.map.end() || it->second.refilling) return true;
             n = std::min(it->second.left, it->second.returnable);
             tat = it->second.tat_after;
             sh.map.erase(it);
             sh.last = nullptr;
         }
-        if (n == 0) return;
+        if (n == 0) return true;
         const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
         const protocol::Call call[1] = {protocol::lease_call(k, params_, 0, 0, 1, tat, n, std::nullopt)};
         std::vector<Reply> replies;
         trips_.fetch_add(1, std::memory_order_relaxed);
-        if (!client_->run(call, replies)) return;
+        if (!client_->run(call, replies)) return false;
         const auto o = protocol::lease_decode(replies[0], params_, 0, 0, 1, n, std::nullopt, key);
         if (o.ok) returned_.fetch_add(o.returned, std::memory_order_relaxed);
+        return true;
     }
-    /// release() for every key held (Redis time).
+    /// release() for every key holding tokens; stops at the first failed
+    /// round trip (Redis away: each would wait command_timeout).
     void release_all() {
         std::vector<std::string> keys;
         for (auto& sh : shards_) {
@@ -142,7 +141,8 @@ class LeasedLimiter {
             for (const auto& [k, l] : sh.map)
                 if (l.left > 0) keys.push_back(k);
         }
-        for (const auto& k : keys) release(k);
+        for (const auto& k : keys)
+            if (!release(k)) return;
     }
 
     /// Tokens of `key` held unused in this process's lease (monitoring, tests).
