@@ -19,7 +19,7 @@
 
 #include "../core/hash.hpp"
 #include "../detail/primitives.hpp"
-#include "../limit/keyed.hpp"
+#include "../detail/keyed_table.hpp"
 #include "client.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
