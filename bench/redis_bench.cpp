@@ -9,6 +9,8 @@
 #include <benchmark/benchmark.h>
 
 #include <tally/redis.hpp>
+#include <tally/limit/gcra.hpp>
+#include <tally/limit/keyed.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -166,6 +168,76 @@ void BM_sliding_window_one_call(benchmark::State& state) {
     report(state, decisions, trips, script_usec(client));
 }
 BENCHMARK(BM_sliding_window_one_call)->UseRealTime();
+
+// LeasedLimiter on one key at a fraction of its quota (caller's time: each
+// decision advances the clock by emission interval / load), against
+// BM_gcra_one_call's one round trip per request. Quota 10^6/s, leases of up
+// to 1024 tokens living 4 ms.
+void BM_leased_load(benchmark::State& state) {
+    auto client = connect();
+    const double load = static_cast<double>(state.range(0)) / 100.0;
+    tally::redis::LeaseOptions lo;
+    lo.max_lease = 1024;
+    tally::redis::LeasedLimiter limiter(client, tally::Quota::per_second(1'000'000), lo);
+    const auto step = static_cast<std::uint64_t>(1000.0 / load);  // ns of caller time per decision
+    std::uint64_t now = 1'000'000'000'000'000ULL;
+    static int run = 0;  // a fresh key per run: each run's clock starts over
+    const std::string key = "lease:hot:" + std::to_string(run++);
+    std::uint64_t decisions = 0, admitted = 0;
+    reset_stats(client);
+    const std::uint64_t trips0 = limiter.round_trips();
+    for (auto _ : state) {
+        admitted += limiter.try_acquire_at(key, now).allowed;
+        now += step;
+        ++decisions;
+    }
+    benchmark::DoNotOptimize(admitted);
+    if (limiter.degraded_count() != 0) state.SkipWithError(limiter.last_error().c_str());
+    if (admitted != decisions) state.SkipWithError("a request below the quota was refused");
+    report(state, decisions, limiter.round_trips() - trips0, script_usec(client));
+}
+BENCHMARK(BM_leased_load)->Arg(1)->Arg(10)->Arg(50)->UseRealTime();
+
+// A decision served from a lease (leases of 2^24 tokens: round trips are
+// negligible) against the local ConcurrentKeyedLimiter<std::string, Gcra>,
+// the same thread safety without Redis, on the same caller's clock.
+void BM_leased_served(benchmark::State& state) {
+    auto client = connect();
+    const tally::Quota q = tally::Quota::per_second(100'000'000).with_burst(std::uint64_t{1} << 28);
+    tally::redis::LeaseOptions lo;
+    lo.max_lease = std::uint64_t{1} << 24;
+    lo.lease_ns = q.window_ns;
+    tally::redis::LeasedLimiter limiter(client, q, lo);
+    std::uint64_t now = 3'000'000'000'000'000ULL, decisions = 0, admitted = 0;
+    static int run = 0;
+    const std::string key = "lease:served:" + std::to_string(run++);
+    for (int i = 0; i < 64; ++i) (void)limiter.try_acquire_at(key, now += 100);  // grow the lease
+    const std::uint64_t trips0 = limiter.round_trips();
+    for (auto _ : state) {
+        admitted += limiter.try_acquire_at(key, now).allowed;
+        now += 100;
+        ++decisions;
+    }
+    benchmark::DoNotOptimize(admitted);
+    if (limiter.degraded_count() != 0) state.SkipWithError(limiter.last_error().c_str());
+    report(state, decisions, limiter.round_trips() - trips0, 0);
+}
+BENCHMARK(BM_leased_served);
+
+void BM_local_concurrent_keyed(benchmark::State& state) {
+    const tally::Quota q = tally::Quota::per_second(100'000'000).with_burst(std::uint64_t{1} << 28);
+    tally::ConcurrentKeyedLimiter<std::string, tally::Gcra> limiter(q, 1 << 16);
+    const std::string key = "lease:served";
+    std::uint64_t now = 3'000'000'000'000'000ULL, decisions = 0, admitted = 0;
+    for (auto _ : state) {
+        admitted += limiter.try_acquire(key, now).allowed;
+        now += 100;
+        ++decisions;
+    }
+    benchmark::DoNotOptimize(admitted);
+    report(state, decisions, 0, 0);
+}
+BENCHMARK(BM_local_concurrent_keyed);
 
 // Redis Cluster: a pipelined batch on a 3-master cluster on this machine
 // (started on first use), against BM_gcra_batch on the single node above.

@@ -9,6 +9,7 @@
 #include "redis/client.hpp"
 #include "redis/cluster.hpp"
 #include "redis/gcra.hpp"
+#include "redis/leased.hpp"
 #include "redis/sliding_window.hpp"
 
 #endif  // TALLY_REDIS_HPP

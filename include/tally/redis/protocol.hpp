@@ -398,5 +398,95 @@ class SlidingParams {
     std::uint64_t g_ = 1;
 };
 
+
+/// What a lease script call returned: the Decision for the request that
+/// asked (tally::Gcra's, as if it had charged `granted` at once), the tokens
+/// granted (>= cost when allowed, 0 when denied), the TAT grid index the
+/// charge left (the token for handing tokens back later), how many unused
+/// tokens of the previous lease went back, and the time used (ns).
+struct LeaseOutcome {
+    bool ok = false;
+    Decision decision{false, 0, 0, 0};
+    std::uint64_t granted = 0;
+    std::uint64_t tat_after = 0;
+    std::uint64_t returned = 0;
+    std::uint64_t now_ns = 0;
+    std::string error;
+};
+
+/// The lease call: charge min(want, max(cost, floor(avail / share))) tokens
+/// of one key when cost fits (avail: what tally::Gcra would admit now),
+/// after handing back `ret_n` tokens iff the key's TAT is still `ret_tat`.
+/// want >= cost >= 1 (or want = cost = 0: only the hand-back), share >= 1.
+inline Call lease_call(std::string key, const GcraParams& params, std::uint64_t cost, std::uint64_t want,
+                       std::uint64_t share, std::uint64_t ret_tat, std::uint64_t ret_n,
+                       std::optional<std::uint64_t> now_ns) {
+    Call c;
+    c.script = Script::gcra;
+    c.num_keys = 1;
+    c.args.reserve(13);
+    c.args.push_back(std::move(key));
+    c.args.emplace_back(now_ns ? "k" : "l");
+    params.append_args(c.args, cost, now_ns);
+    c.args.push_back(std::to_string(std::min(want, detail::max_cost_sent)));
+    c.args.push_back(std::to_string(std::min(share, detail::max_cost_sent)));
+    c.args.push_back(std::to_string(ret_tat >> 32));
+    c.args.push_back(std::to_string(ret_tat & 0xffffffffu));
+    c.args.push_back(std::to_string(std::min(ret_n, detail::max_cost_sent)));
+    return c;
+}
+
+/// Decodes a lease reply. The grant is recomputed here from the TAT the
+/// script read (after any hand-back) with tally::Gcra's own grid code and
+/// must equal the script's, so the charge is exact by construction.
+inline LeaseOutcome lease_decode(const Reply& r, const GcraParams& params, std::uint64_t cost, std::uint64_t want,
+                                 std::uint64_t share, std::uint64_t ret_n, std::optional<std::uint64_t> now_ns,
+                                 std::string_view user_key) {
+    LeaseOutcome o;
+    const std::string_view keys[1] = {user_key};
+    if (r.type == Reply::Type::error) {
+        o.error = detail::script_error(r, keys).error;
+        return o;
+    }
+    auto bad = [&](const char* why) {
+        o.error = std::string("malformed reply to the lease script (") + why + ")";
+        return o;
+    };
+    if (r.type != Reply::Type::array || r.elements.size() != 6) return bad("type or length");
+    const auto& e = r.elements;
+    constexpr long long max32 = 0xffffffffLL;
+    if (!detail::int_in(e[0], 0, 1) || !detail::int_in(e[1], 0, (1LL << 53) - 1) || (now_ns && e[1].integer != 0))
+        return bad("header");
+    if (!detail::int_in(e[2], 0, max32) || !detail::int_in(e[3], 0, max32) ||
+        !detail::int_in(e[4], 0, (1LL << 53) - 1) || !detail::int_in(e[5], 0, (1LL << 53) - 1))
+        return bad("state");
+    const std::uint64_t now = now_ns ? *now_ns : static_cast<std::uint64_t>(e[1].integer) * 1000;
+    const std::uint64_t tat = (static_cast<std::uint64_t>(e[2].integer) << 32) | static_cast<std::uint64_t>(e[3].integer);
+    const std::uint64_t returned = static_cast<std::uint64_t>(e[5].integer);
+    if (returned != 0 && returned != std::min(ret_n, detail::max_cost_sent)) return bad("hand-back");
+    std::uint64_t next = tat;
+    const std::uint64_t avail = params.grid().gcra(tat, now, 0, next).remaining;
+    const std::uint64_t c = std::min(cost, detail::max_cost_sent);
+    std::uint64_t g = 0;
+    if (c <= avail) g = std::max(c, std::min(std::min(want, detail::max_cost_sent), avail / std::max<std::uint64_t>(share, 1)));
+    const bool allowed = (c <= avail) && cost <= detail::max_cost_sent;
+    if (static_cast<std::uint64_t>(e[4].integer) != (allowed ? g : 0) || (e[0].integer == 1) != allowed)
+        return bad("inconsistent grant");
+    o.ok = true;
+    o.now_ns = now;
+    o.returned = returned;
+    if (allowed) {
+        o.granted = g;
+        o.decision = params.grid().gcra(tat, now, g, next);
+        o.tat_after = next;
+        // The request itself took `cost`; the rest is held by the lease.
+        o.decision.remaining += g - cost;
+    } else {
+        o.decision = params.grid().gcra(tat, now, cost, next);
+        o.tat_after = tat;
+    }
+    return o;
+}
+
 }  // namespace protocol
 }  // namespace tally::redis

@@ -81,12 +81,46 @@ end
 // (doubles err by far less than the 1 ms margin) and exceeds it by < 2 ms.
 // State: "g1:<hi>:<lo>", the TAT grid index. Reply: {all_ok, u, then per
 // key tat_hi, tat_lo, ok}, the TAT as read.
+// Leases ('l': Redis time, 'k': caller's time; one key): five more
+// arguments want, share, ret_hi, ret_lo, ret_n; ok is the number of tokens
+// granted (0 when cost does not fit), and the reply ends with the number of
+// tokens handed back.
 inline constexpr std::string_view lua_gcra = R"lua(
 local mode = ARGV[1]
-local server = mode == 's' or mode == 'S'
+local server = mode == 's' or mode == 'S' or mode == 'l'
 local batch = mode == 'S' or mode == 'C'
+local lease = mode == 'l' or mode == 'k'
 local u = 0
 if server then u = now_us() end
+-- A lease first hands back `rn` unused tokens of this process's previous
+-- lease, and only while the stored TAT is still the one that lease wrote:
+-- then no charge made since depends on them, and lowering the TAT by rn is
+-- the state of a history in which that lease charged rn fewer tokens. The
+-- TTL shrinks by at most rn emission intervals, so it still covers the time
+-- to full replenishment.
+local returned = 0
+if lease then
+  local rn = tonumber(ARGV[12])
+  if rn > 0 then
+    local rh, rl = tonumber(ARGV[10]), tonumber(ARGV[11])
+    local cur = redis.pcall('GET', KEYS[1])
+    if cur == 'g1:' .. rh .. ':' .. rl and (rh >= 512 or rh * P + rl >= rn) then
+      local pt = redis.call('PTTL', KEYS[1])
+      if pt > 0 then
+        local xh, xl = rh, rl - rn
+        if xl < 0 then
+          local k = math.floor((P - 1 - xl) / P)
+          xl = xl + k * P
+          xh = xh - k
+        end
+        local t = pt - math.floor(rn * tonumber(ARGV[6]))
+        if t < 2 then t = 2 end
+        redis.call('SET', KEYS[1], 'g1:' .. xh .. ':' .. xl, 'PX', t)
+        returned = rn
+      end
+    end
+  end
+end
 local out, plan, all, at = {0, u}, {}, true, 2
 local function write(i, bh, bl, cost, debt, ms, lead)
   local xh, xl = bh, bl + cost
@@ -201,6 +235,17 @@ for i = 1, #KEYS do
   end
   local ok = cost <= avail
   if not ok then all = false end
+  local granted = ok and 1 or 0
+  if lease and ok then
+    -- Lease size: min(want, max(cost, floor(avail / share))), exact (fmod).
+    local want, share = tonumber(ARGV[8]), tonumber(ARGV[9])
+    local r = math.fmod(avail, share)
+    local g = (avail - r) / share
+    if g > want then g = want end
+    if g < cost then g = cost end
+    cost = g
+    granted = g
+  end
   if batch then
     if ok and cost > 0 then seen[KEYS[i]] = write(i, bh, bl, cost, debt, ms, lead) end
   else
@@ -208,10 +253,11 @@ for i = 1, #KEYS do
   end
   out[at + 1] = th
   out[at + 2] = tl
-  out[at + 3] = ok and 1 or 0
+  out[at + 3] = granted
   at = at + 3
   end
 end
+if lease then out[at + 1] = returned end
 if all then
   out[1] = 1
   if not batch then
