@@ -3,9 +3,8 @@
 // hash64 is wyhash (Wang Yi, github.com/wangyi-fudan/wyhash, final version
 // 4 structure with the default secret of its reference test_vector.cpp; this
 // is our own implementation from the published description). It passes
-// SMHasher, reads each input byte once, and costs about 5 ns for 8-16 byte
-// keys on the 2-core development VM (bench_hash). The published test vectors
-// are checked in tests/test_hash.cpp.
+// SMHasher and reads each input byte once; its published test vectors are
+// checked in tests/test_hash.cpp (speed: docs/benchmarks.md).
 //
 // Hasher<T> turns a value into 64 well-mixed bits for the sketches:
 //   * integers and enums: the SplitMix64 finaliser (Steele, Lea, Flood 2014),
@@ -28,15 +27,17 @@
 #include <string_view>
 #include <type_traits>
 
+#include "../detail/primitives.hpp"
 #include "platform.hpp"
 
 namespace tally {
 namespace detail {
 
-__extension__ typedef unsigned __int128 uint128_t;
+/// Former spelling of detail::uint128 (primitives.hpp), kept for one release.
+using uint128_t = uint128;
 
 TALLY_ALWAYS_INLINE void wy_mum(std::uint64_t& a, std::uint64_t& b) noexcept {
-    const uint128_t r = static_cast<uint128_t>(a) * b;
+    const uint128 r = static_cast<uint128>(a) * b;
     a = static_cast<std::uint64_t>(r);
     b = static_cast<std::uint64_t>(r >> 64);
 }
