@@ -54,7 +54,7 @@ while(NOT listing STREQUAL "")
     foreach(c "\\" "," "[" "]")
         string(REPLACE "${c}" "\\${c}" spec "${spec}")
     endforeach()
-    tally_quote(test_name "${TEST_TARGET}: ${name}")
+    tally_quote(test_name "${TEST_TARGET}:${name}")
     tally_quote(test_spec "${spec}")
     # --warn NoTests: a spec that matches nothing fails instead of passing.
     string(APPEND script "add_test(${test_name}${executor} ${exe} ${test_spec} --warn NoTests)\n")
