@@ -51,6 +51,7 @@ enum class Family : std::uint8_t {
     reservoir = 6,
     weighted_reservoir = 7,
     tdigest = 8,
+    windowed = 9,  ///< Windowed<S>: a ring of nested S frames
 };
 
 inline constexpr std::uint8_t frame_magic[4] = {'T', 'A', 'L', 'Y'};
