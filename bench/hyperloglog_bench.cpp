@@ -1,10 +1,13 @@
-// HyperLogLog: add (u64 and 16-byte strings), estimate, merge, to_redis, next
-// to an exact std::unordered_set baseline in the same run.
+// HyperLogLog: add (u64 and 16-byte strings), estimate, merge, Redis and
+// DataSketches export/import, next to same-run baselines: an exact
+// std::unordered_set, a plain register-max add without the HIP/histogram
+// bookkeeping, and Ertl's estimate recomputed from all registers (O(m)).
 #include <tally/sketch/hyperloglog.hpp>
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -52,6 +55,40 @@ void BM_add_hash(benchmark::State& state) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
     }
     benchmark::DoNotOptimize(h.registers().data());
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
+void BM_add_u64_datasketches_mode(benchmark::State& state) {
+    HyperLogLog h(static_cast<int>(state.range(0)), tally::HllHashMode::datasketches);
+    std::uint64_t i = 0;
+    for (auto _ : state) h.add(i++);
+    benchmark::DoNotOptimize(h.registers().data());
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+    state.counters["rel_err"] = std::fabs(h.estimate() / static_cast<double>(i) - 1);
+}
+
+// Baseline: the register update alone (index, rank, max), no histogram and
+// no HIP accumulator: what add_hash did before the HIP estimator.
+struct PlainRegisters {
+    int p;
+    std::vector<std::uint8_t> r;
+    explicit PlainRegisters(int precision) : p(precision), r(std::size_t{1} << precision, 0) {}
+    void add_hash(std::uint64_t hash) noexcept {
+        const auto index = static_cast<std::size_t>(hash >> (64 - p));
+        const auto rank =
+            static_cast<std::uint8_t>(std::countl_zero((hash << p) | (std::uint64_t{1} << (p - 1))) + 1);
+        if (rank > r[index]) r[index] = rank;
+    }
+};
+
+void BM_add_hash_plain_baseline(benchmark::State& state) {
+    PlainRegisters h(static_cast<int>(state.range(0)));
+    std::uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (auto _ : state) {
+        h.add_hash(x);
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+    }
+    benchmark::DoNotOptimize(h.r.data());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
@@ -114,6 +151,65 @@ void BM_estimate(benchmark::State& state) {
     state.counters["rel_err"] = std::fabs(e / static_cast<double>(n) - 1);
 }
 
+// Baseline: Ertl's estimate recomputed from all m registers on every call.
+void BM_estimate_ertl_from_registers_baseline(benchmark::State& state) {
+    const int p = static_cast<int>(state.range(0));
+    HyperLogLog h(p);
+    const std::uint64_t n = std::uint64_t{5} << p;
+    for (std::uint64_t i = 0; i < n; ++i) h.add(i);
+    double e = 0;
+    for (auto _ : state) {
+        std::uint32_t c[64] = {};
+        for (const std::uint8_t r : h.registers()) ++c[r];
+        const int q = 64 - p;
+        const double m = static_cast<double>(h.register_count());
+        double z = m * tally::detail::hll_tau((m - c[q + 1]) / m);
+        for (int k = q; k >= 1; --k) z = (z + c[k]) * 0.5;
+        e = HyperLogLog::alpha_inf * m * m / (z + m * tally::detail::hll_sigma(c[0] / m));
+        benchmark::DoNotOptimize(e);
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+    state.counters["rel_err"] = std::fabs(e / static_cast<double>(n) - 1);
+}
+
+// Ertl's estimate from the histogram kept on add (what a merged sketch answers).
+void BM_estimate_ertl(benchmark::State& state) {
+    const int p = static_cast<int>(state.range(0));
+    HyperLogLog h(p);
+    const std::uint64_t n = std::uint64_t{5} << p;
+    for (std::uint64_t i = 0; i < n; ++i) h.add(i);
+    h.merge(HyperLogLog(p).merge(h));
+    double e = 0;
+    for (auto _ : state) {
+        e = h.estimate();
+        benchmark::DoNotOptimize(e);
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+    state.counters["rel_err"] = std::fabs(e / static_cast<double>(n) - 1);
+}
+
+void BM_to_datasketches(benchmark::State& state) {
+    HyperLogLog h(12, tally::HllHashMode::datasketches);
+    for (std::uint64_t i = 0; i < 100000; ++i) h.add(i);
+    const auto type = static_cast<tally::DataSketchesHll>(state.range(0));
+    for (auto _ : state) {
+        auto b = h.to_datasketches(type);
+        benchmark::DoNotOptimize(b.data());
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
+void BM_from_datasketches(benchmark::State& state) {
+    HyperLogLog h(12, tally::HllHashMode::datasketches);
+    for (std::uint64_t i = 0; i < 100000; ++i) h.add(i);
+    const auto bytes = h.to_datasketches(static_cast<tally::DataSketchesHll>(state.range(0)));
+    for (auto _ : state) {
+        HyperLogLog back = HyperLogLog::from_datasketches(bytes);
+        benchmark::DoNotOptimize(back.registers().data());
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
 void BM_merge(benchmark::State& state) {
     const int p = static_cast<int>(state.range(0));
     HyperLogLog a(p), b(p);
@@ -151,13 +247,20 @@ const bool registered = [] {
     // Quick mode (scripts/bench headline run): shorter runs, no 1M-item sizes.
     std::vector<benchmark::internal::Benchmark*> all{
         benchmark::RegisterBenchmark("BM_add_u64", BM_add_u64)->Arg(12)->Arg(14),
+        benchmark::RegisterBenchmark("BM_add_u64_datasketches_mode", BM_add_u64_datasketches_mode)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_add_hash", BM_add_hash)->Arg(12)->Arg(14),
+        benchmark::RegisterBenchmark("BM_add_hash_plain_baseline", BM_add_hash_plain_baseline)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_add_string16", BM_add_string16)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_add_string16_redis_mode", BM_add_string16_redis_mode),
         benchmark::RegisterBenchmark("BM_estimate", BM_estimate)->Arg(12)->Arg(14),
+        benchmark::RegisterBenchmark("BM_estimate_ertl", BM_estimate_ertl)->Arg(12)->Arg(14),
+        benchmark::RegisterBenchmark("BM_estimate_ertl_from_registers_baseline",
+                                     BM_estimate_ertl_from_registers_baseline)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_merge", BM_merge)->Arg(14),
         benchmark::RegisterBenchmark("BM_to_redis", BM_to_redis),
         benchmark::RegisterBenchmark("BM_from_redis", BM_from_redis),
+        benchmark::RegisterBenchmark("BM_to_datasketches", BM_to_datasketches)->Arg(0)->Arg(1)->Arg(2),
+        benchmark::RegisterBenchmark("BM_from_datasketches", BM_from_datasketches)->Arg(0)->Arg(1)->Arg(2),
     };
     auto* base = benchmark::RegisterBenchmark("BM_unordered_set_baseline", BM_unordered_set_baseline);
     auto* hll = benchmark::RegisterBenchmark("BM_hll_distinct", BM_hll_distinct);

@@ -1,11 +1,14 @@
-// TopK (Space-Saving) add next to an exact std::unordered_map counter in the same run.
+// TopK add next to an exact std::unordered_map counter in the same run.
 //
 // Keys: a fixed Zipf(1.0) stream over 10^6 distinct keys (2^20 items, cycled);
 // the string variant uses the same ranks as "user:<rank>" strings, built
-// before timing. Accuracy after one pass of the whole stream:
-//   rel_err  mean (count - truth) / truth over the 10 largest reported entries
-//   recall   fraction of the true top-(k/10) items that are monitored
-//   heavy_missing  items above N/k that are not monitored (always 0)
+// before timing. Sizes: TopK(k) for k = 100 and 1000, and two memory budgets
+// (9000 bytes, 72 KiB). Accuracy after one pass of the whole stream:
+//   bytes          memory_bytes() at the end
+//   k              the guarantee's k: every item above N/k is held
+//   err_bound_N    error_bound() / N, the largest error of any estimate
+//   recall10/100   fraction of the true top-10 / top-100 items held
+//   heavy_missing  items above N/k that are not held (always 0)
 #include <tally/sketch/top_k.hpp>
 
 #include <benchmark/benchmark.h>
@@ -36,32 +39,38 @@ const std::vector<std::string>& string_keys() {
 }
 
 template <class T>
-void accuracy_counters(benchmark::State& state, const std::vector<T>& keys, std::size_t k) {
-    tally::TopK<T> top(k);
+tally::TopK<T> make(std::int64_t size_arg) {
+    // Positive: TopK(k). Negative: a memory budget of -size_arg bytes.
+    return size_arg > 0 ? tally::TopK<T>(static_cast<std::size_t>(size_arg))
+                        : tally::TopK<T>::with_memory(static_cast<std::size_t>(-size_arg));
+}
+
+template <class T>
+void accuracy_counters(benchmark::State& state, const std::vector<T>& keys) {
+    auto top = make<T>(state.range(0));
     std::unordered_map<T, std::uint64_t> truth;
     for (const auto& x : keys) top.add(x), ++truth[x];
     std::vector<std::pair<T, std::uint64_t>> by_count(truth.begin(), truth.end());
     std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    double rel = 0;
-    const auto best = top.top(10);
-    for (const auto& e : best)
-        rel += static_cast<double>(e.count - truth[e.item]) / static_cast<double>(truth[e.item]);
-    std::size_t found = 0;
-    const std::size_t want = std::max<std::size_t>(1, k / 10);
-    for (std::size_t i = 0; i < want; ++i) found += top.contains(by_count[i].first);
+    auto recall = [&](std::size_t want) {
+        std::size_t found = 0;
+        for (std::size_t i = 0; i < want; ++i) found += top.contains(by_count[i].first);
+        return static_cast<double>(found) / static_cast<double>(want);
+    };
     std::size_t heavy_missing = 0;
     for (const auto& [item, f] : by_count)
-        if (f * k > keys.size()) heavy_missing += !top.contains(item);
-    state.counters["rel_err"] = rel / static_cast<double>(best.size());
-    state.counters["recall"] = static_cast<double>(found) / static_cast<double>(want);
+        if (f * top.k() > keys.size()) heavy_missing += !top.contains(item);
+    state.counters["k"] = static_cast<double>(top.k());
+    state.counters["err_bound_N"] = static_cast<double>(top.error_bound()) / static_cast<double>(keys.size());
+    state.counters["recall10"] = recall(10);
+    state.counters["recall100"] = recall(100);
     state.counters["heavy_missing"] = static_cast<double>(heavy_missing);
     state.counters["bytes"] = static_cast<double>(top.memory_bytes());
 }
 
 template <class T>
 void BM_top_k_add(benchmark::State& state, const std::vector<T>* keys) {
-    const auto k = static_cast<std::size_t>(state.range(0));
-    tally::TopK<T> top(k);
+    auto top = make<T>(state.range(0));
     std::size_t i = 0;
     for (auto _ : state) {
         top.add((*keys)[i]);
@@ -69,11 +78,11 @@ void BM_top_k_add(benchmark::State& state, const std::vector<T>* keys) {
     }
     benchmark::DoNotOptimize(top.total());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
-    accuracy_counters(state, *keys, k);
+    accuracy_counters(state, *keys);
 }
 
-// Baseline: count everything exactly, then pick the top k (memory grows with
-// the distinct keys; the selection at read time is not timed here).
+// Baseline: count everything exactly (memory grows with the distinct keys;
+// picking the top items at read time is not timed here).
 template <class T>
 void BM_unordered_map_baseline(benchmark::State& state, const std::vector<T>* keys) {
     std::unordered_map<T, std::uint64_t> counts;
@@ -84,8 +93,9 @@ void BM_unordered_map_baseline(benchmark::State& state, const std::vector<T>* ke
     }
     benchmark::DoNotOptimize(counts.size());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
-    state.counters["rel_err"] = 0;
-    state.counters["recall"] = 1;
+    state.counters["err_bound_N"] = 0;
+    state.counters["recall10"] = 1;
+    state.counters["recall100"] = 1;
 }
 
 }  // namespace
@@ -93,15 +103,16 @@ void BM_unordered_map_baseline(benchmark::State& state, const std::vector<T>* ke
 int main(int argc, char** argv) {
     const bool quick = tally::bench::quick();
     const auto* ints = &zipf_keys();
+    const std::int64_t sizes[] = {100, 1000, -9000, -72 * 1024};  // k, or -bytes
     benchmark::RegisterBenchmark("BM_unordered_map_baseline", BM_unordered_map_baseline<std::uint64_t>, ints);
-    for (const std::int64_t k : {100, 1000})
-        benchmark::RegisterBenchmark("BM_top_k_add", BM_top_k_add<std::uint64_t>, ints)->Arg(k);
+    for (const std::int64_t s : sizes)
+        benchmark::RegisterBenchmark("BM_top_k_add", BM_top_k_add<std::uint64_t>, ints)->Arg(s);
     if (!quick) {
         const auto* strings = &string_keys();
         benchmark::RegisterBenchmark("BM_unordered_map_baseline_string", BM_unordered_map_baseline<std::string>,
                                      strings);
-        for (const std::int64_t k : {100, 1000})
-            benchmark::RegisterBenchmark("BM_top_k_add_string", BM_top_k_add<std::string>, strings)->Arg(k);
+        for (const std::int64_t s : sizes)
+            benchmark::RegisterBenchmark("BM_top_k_add_string", BM_top_k_add<std::string>, strings)->Arg(s);
     }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -4,7 +4,9 @@
 // history), so a sliding window is built from one sketch per day and the
 // window's count is the union of the last 30 daily sketches, merged at query
 // time. Each day costs 16 KiB at p = 14; the merge is exact with respect to
-// the union, so the window's estimate has the single-sketch error 0.81%.
+// the union, so the window's estimate has the error of one sketch of the
+// union under Ertl's estimator, 0.81% (a single day's sketch, fed only by
+// adds, answers with the HIP estimator: 0.65%).
 //
 // The simulation: 90 days; a fixed population of 400,000 users of whom a
 // daily-varying share shows up each day. The exact answer (from each user's
@@ -36,6 +38,7 @@ int main() {
 
     bool ok = true;
     double worst = 0;
+    double window_rse = 0;
     std::printf("%5s %12s %12s %9s\n", "day", "estimate", "true", "error");
     for (int day = 0; day < days; ++day) {
         tally::HyperLogLog today(14);
@@ -55,6 +58,7 @@ int main() {
         tally::HyperLogLog rolling = daily[static_cast<std::size_t>(day + 1 - window)];
         for (int d = day + 2 - window; d <= day; ++d) rolling.merge(daily[static_cast<std::size_t>(d)]);
         const double estimate = rolling.estimate();
+        window_rse = rolling.relative_standard_error();
 
         std::size_t exact = 0;
         for (const int seen : last_seen) exact += seen > day - window;
@@ -66,7 +70,7 @@ int main() {
             std::printf("%5d %12.0f %12.0f %+8.2f%%\n", day + 1, estimate, truth, 100 * err);
     }
     std::printf("worst error %.2f%% (standard error %.2f%%); %zu daily sketches of %zu bytes each\n", 100 * worst,
-                100 * daily.front().relative_standard_error(), daily.size(), daily.front().register_count());
+                100 * window_rse, daily.size(), daily.front().register_count());
     if (!ok) {
         std::printf("FAIL: an estimate was off by more than 4 standard errors\n");
         return 1;

@@ -1,5 +1,5 @@
-// Heavy hitters over a Zipf stream: TopK (Space-Saving) finds the hottest
-// keys with per-key error bounds, CountMin answers "how often?" for any key,
+// Heavy hitters over a Zipf stream: TopK (Misra-Gries counters) finds the
+// hottest keys with an error bound on every count, CountMin answers "how often?" for any key,
 // and both are checked against exact counts. Returns 1 if any estimate falls
 // outside its documented bound.
 #include <tally/sketch/count_min.hpp>
@@ -20,7 +20,7 @@ int main() {
     double acc = 0;
     for (std::size_t i = 0; i < pages; ++i) cdf[i] = acc += 1.0 / std::pow(static_cast<double>(i + 1), 1.1);
 
-    tally::TopK<std::string> top(100);                           // every page above N/100 is kept
+    tally::TopK<std::string> top(100);                           // every page above N/top.k() is kept, k() >= 100
     auto cm = tally::CountMin<>::with_error(0.0005, 0.001);      // error <= 0.05% of N, 99.9% of the time
     std::unordered_map<std::string, std::uint64_t> exact;
 
@@ -37,13 +37,14 @@ int main() {
 
     const double n = static_cast<double>(cm.total());
     std::printf("%zu events, %zu distinct pages\n", events, exact.size());
-    std::printf("TopK(k=100): %zu bytes, floor %llu (<= N/k = %.0f)\n", top.memory_bytes(),
-                static_cast<unsigned long long>(top.floor()), n / 100);
+    const double k = static_cast<double>(top.k());
+    std::printf("TopK(100): k = %zu, %zu bytes, error bound %llu (<= N/k = %.0f)\n", top.k(), top.memory_bytes(),
+                static_cast<unsigned long long>(top.error_bound()), n / k);
     std::printf("CountMin %zux%zu: %zu bytes, bound epsilon*N = %.0f (exact map: ~%zu bytes)\n\n", cm.width(),
                 cm.depth(), cm.memory_bytes(), cm.error_bound(), exact.size() * 64);
     std::printf("%-12s %10s %21s %12s\n", "page", "true", "TopK [lower, upper]", "CountMin");
 
-    bool ok = top.floor() * top.k() <= cm.total();
+    bool ok = top.error_bound() * top.k() <= cm.total();
     for (const auto& e : top.top(15)) {
         const std::uint64_t f = exact[e.item];
         const std::uint64_t c = cm.estimate(e.item);
@@ -58,7 +59,7 @@ int main() {
     // The guarantees, checked over every page.
     std::size_t heavy = 0, missed = 0, under = 0, over_bound = 0;
     for (const auto& [page, f] : exact) {
-        if (static_cast<double>(f) * 100 > n) ++heavy, missed += !top.contains(page);
+        if (static_cast<double>(f) * k > n) ++heavy, missed += !top.contains(page);
         under += cm.estimate(page) < f || top.estimate(page) < f || top.lower_bound(page) > f;
         over_bound += static_cast<double>(cm.estimate(page) - f) > cm.error_bound();
     }

@@ -55,19 +55,19 @@ int main() {
 
     std::printf("stream: %llu requests on 4 shards, reservoir k = %zu per shard\n",
                 static_cast<unsigned long long>(total), k);
-    std::printf("merged sample: %zu items of %llu seen\n", all.size(), static_cast<unsigned long long>(all.seen()));
+    std::printf("merged sample: %zu items of %llu seen\n", all.size(), static_cast<unsigned long long>(all.total()));
     std::printf("mean latency: sample %.3f ms, true %.3f ms, standard error %.3f ms (%.2f se off)\n", est,
                 true_mean, se, std::abs(est - true_mean) / se);
     std::printf("first sampled latencies:");
     for (std::size_t i = 0; i < 5; ++i) std::printf(" %.2f", all.sample()[i]);
     std::printf("\n");
 
-    bool ok = all.size() == k && all.seen() == total && std::abs(est - true_mean) < 5 * se;
+    bool ok = all.size() == k && all.total() == total && std::abs(est - true_mean) < 5 * se;
 
     // Round trip through bytes, as a shard would ship its reservoir.
     const auto bytes = all.serialize();
     const auto back = tally::Reservoir<double>::deserialize(bytes);
-    ok = ok && back.seen() == all.seen() && back.serialize() == bytes;
+    ok = ok && back.total() == all.total() && back.serialize() == bytes;
     std::printf("serialized: %zu bytes\n", bytes.size());
 
     // Weighted: pick 3 users, more likely the more bytes they sent.

@@ -9,8 +9,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) return 0;
     if (data[0] & 1) {
         using T = tally::TopK<std::string>;
-        return tally::fuzz::deserialize_one<T>(data + 1, size - 1, [](const T& t) { (void)t.top(); });
+        return tally::fuzz::deserialize_one<T>(data + 1, size - 1, [](const T& t) {
+            T copy = t;
+            copy.add("x", 3);
+            copy.merge(t);
+            (void)copy.top();
+        });
     }
     using T = tally::TopK<std::uint64_t>;
-    return tally::fuzz::deserialize_one<T>(data + 1, size - 1, [](const T& t) { (void)t.top(); });
+    return tally::fuzz::deserialize_one<T>(data + 1, size - 1, [](const T& t) {
+        T copy = t;
+        for (std::uint64_t i = 0; i < 40; ++i) copy.add(i, i + 1);
+        copy.merge(t);
+        (void)copy.top();
+    });
 }

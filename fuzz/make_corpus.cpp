@@ -53,6 +53,22 @@ int main(int argc, char** argv) {
         for (std::uint64_t i = 0; i < 20000; ++i) h.add(i);
         put("hyperloglog", "large_p" + std::to_string(p), h.serialize());
     }
+    for (int p : {4, 10, 14}) {  // DataSketches HllSketch images: empty, HLL_4/6/8, LIST and SET
+        tally::HyperLogLog h(p, tally::HllHashMode::datasketches);
+        put("hyperloglog_datasketches", "empty_p" + std::to_string(p), h.to_datasketches());
+        for (std::uint64_t i = 0; i < 3000; ++i) h.add(i);
+        for (auto t : {tally::DataSketchesHll::hll_4, tally::DataSketchesHll::hll_6, tally::DataSketchesHll::hll_8})
+            put("hyperloglog_datasketches", "hll" + std::to_string(4 + 2 * static_cast<int>(t)) + "_p" +
+                std::to_string(p), h.to_datasketches(t));
+    }
+    {
+        // LIST (lg_k 10, HLL_8, compact, 2 coupons) and SET (lg_k 10, HLL_4, compact, 3 coupons).
+        const unsigned char list[] = {2, 1, 7, 10, 3, 8, 2, 8, 0x05, 0, 0, 0x04, 0x07, 0, 0, 0x0c};
+        put("hyperloglog_datasketches", "list", list, sizeof list);
+        const unsigned char set[] = {3, 1, 7, 10, 5, 8, 0, 1, 3, 0, 0, 0, 0x05, 0, 0, 0x04,
+                                     0x07, 0, 0, 0x0c, 0x09, 0x01, 0, 0x10};
+        put("hyperloglog_datasketches", "set", set, sizeof set);
+    }
     {
         tally::HyperLogLog h(14);
         const auto dense = h.to_redis();
@@ -78,8 +94,8 @@ int main(int argc, char** argv) {
         put_tagged("top_k", "u64_empty", 0, t.serialize());
         for (std::uint64_t i = 0; i < 300; ++i) t.add(i % 13 == 0 ? 1 : i % 29);
         put_tagged("top_k", "u64_filled", 0, t.serialize());
-        tally::TopK<std::string> s(4);
-        for (int i = 0; i < 50; ++i) s.add(std::string("key") + std::to_string(i % 7));
+        tally::TopK<std::string> s(4, tally::Seed{5});
+        for (int i = 0; i < 50; ++i) s.add(std::string("key") + std::to_string(i % 31), 1 + i % 3);
         put_tagged("top_k", "string_filled", 1, s.serialize());
     }
     {

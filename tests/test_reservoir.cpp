@@ -15,6 +15,23 @@
 #include "test_support.hpp"
 
 using tally::Reservoir;
+
+struct Point {
+    std::int32_t x;
+    std::int32_t y;
+};
+template <>
+struct tally::ItemCodec<Point> {
+    static constexpr std::uint8_t wire_size = 8;
+    static void write(tally::ByteWriter& w, const Point& p) {
+        w.u32(static_cast<std::uint32_t>(p.x));
+        w.u32(static_cast<std::uint32_t>(p.y));
+    }
+    static Point read(tally::ByteReader& r) {
+        const auto x = static_cast<std::int32_t>(r.u32());
+        return Point{x, static_cast<std::int32_t>(r.u32())};
+    }
+};
 using tally::test::big;
 using U64Reservoir = Reservoir<std::uint64_t>;
 
@@ -61,7 +78,7 @@ void tally_groups(std::span<const std::uint64_t> sample, std::uint64_t group_siz
 }
 
 /// Textbook Algorithm R; `off_by_one` draws randrange(i) instead of
-/// randrange(i + 1), the seed's bug (i is the 0-based index of the item).
+/// randrange(i + 1), a classic off-by-one (i is the 0-based index of the item).
 std::vector<std::uint64_t> algorithm_r(std::uint64_t n, std::size_t k, tally::test::Rng& rng, bool off_by_one) {
     std::vector<std::uint64_t> res;
     for (std::uint64_t i = 0; i < n; ++i) {
@@ -143,19 +160,13 @@ TEST_CASE("ReservoirRng::below is in range and uniform", "[reservoir]") {
 }
 
 TEST_CASE("Reservoir: k out of range throws invalid_argument with the exact message", "[reservoir]") {
-    try {
-        U64Reservoir r(0, 1);
-        FAIL("no exception");
-    } catch (const std::invalid_argument& e) {
-        CHECK(std::string(e.what()) == "tally::Reservoir: k 0 is out of range [1, 4294967295]");
-    }
+    CHECK_THROWS_WITH(U64Reservoir(0, 1), "tally::Reservoir::Reservoir: k 0 is out of range [1, 4294967295]");
     if constexpr (sizeof(std::size_t) > 4) {
-        try {
-            U64Reservoir r(std::size_t{1} << 32, 1);
-            FAIL("no exception");
-        } catch (const std::invalid_argument& e) {
-            CHECK(std::string(e.what()) == "tally::Reservoir: k 4294967296 is out of range [1, 4294967295]");
-        }
+        CHECK_THROWS_WITH(U64Reservoir(std::size_t{1} << 32, 1),
+                          "tally::Reservoir::Reservoir: k 4294967296 is out of range [1, 4294967295]");
+        // checked before any arithmetic: no wrap for the largest sizes
+        CHECK_THROWS_WITH(U64Reservoir(SIZE_MAX, 1), "tally::Reservoir::Reservoir: k " + std::to_string(SIZE_MAX) +
+                                                         " is out of range [1, 4294967295]");
     }
     CHECK_NOTHROW(U64Reservoir(1, 1));
     CHECK_NOTHROW(U64Reservoir(4294967295u, 1));  // no allocation up front
@@ -166,10 +177,10 @@ TEST_CASE("Reservoir keeps everything until full, then exactly k", "[reservoir]"
     CHECK(r.empty());
     CHECK(r.sample().empty());
     for (std::uint64_t i = 0; i < 4; ++i) r.add(i);
-    CHECK(r.seen() == 4);
+    CHECK(r.total() == 4);
     CHECK(std::vector<std::uint64_t>(r.sample().begin(), r.sample().end()) == std::vector<std::uint64_t>{0, 1, 2, 3});
     for (std::uint64_t i = 4; i < 1000; ++i) r.add(i);
-    CHECK(r.seen() == 1000);
+    CHECK(r.total() == 1000);
     CHECK(r.size() == 5);
     CHECK(r.k() == 5);
     auto s = sorted(r.sample());
@@ -179,7 +190,7 @@ TEST_CASE("Reservoir keeps everything until full, then exactly k", "[reservoir]"
     U64Reservoir big_stream(4, 5);
     const auto items = iota_vec(0, 200000);
     big_stream.add_range(items);
-    CHECK(big_stream.seen() == 200000);
+    CHECK(big_stream.total() == 200000);
     CHECK(big_stream.size() == 4);
 }
 
@@ -231,11 +242,11 @@ TEST_CASE("Reservoir::add_range equals add item by item, for every kind of range
     s.add(std::move(x));
     const char* words[] = {"a", "b", "c"};
     s.add_range(words);
-    CHECK(s.seen() == 4);
+    CHECK(s.total() == 4);
     CHECK(s.size() == 2);
 }
 
-TEST_CASE("The seed's experiment: 20 items, k = 5, every item kept k/n of the time", "[reservoir][big]") {
+TEST_CASE("20 items, k = 5: every item kept k/n of the time", "[reservoir][big]") {
     const std::size_t trials = big(200000, 40000);
     std::vector<std::uint64_t> counts(20, 0);
     for (std::size_t t = 0; t < trials; ++t) {
@@ -384,7 +395,7 @@ TEST_CASE("Merges of unequal streams are uniform over the union", "[reservoir][b
             const U64Reservoir b = fed(5, 2 * t + 1, 10, 100);
             U64Reservoir x = a;
             x.merge(b);
-            REQUIRE(x.seen() == 100);
+            REQUIRE(x.total() == 100);
             REQUIRE(x.size() == 5);
             tally_groups(x.sample(), 5, ab);
             U64Reservoir y = b;
@@ -409,8 +420,8 @@ TEST_CASE("Merges of unequal streams are uniform over the union", "[reservoir][b
             const U64Reservoir c = fed(5, 3 * t + 2, 40, 100);
             const U64Reservoir l = tally::merged(tally::merged(a, b), c);
             const U64Reservoir r = tally::merged(a, tally::merged(b, c));
-            REQUIRE(l.seen() == 100);
-            REQUIRE(r.seen() == 100);
+            REQUIRE(l.total() == 100);
+            REQUIRE(r.total() == 100);
             tally_groups(l.sample(), 5, left);
             tally_groups(r.sample(), 5, right);
         }
@@ -437,7 +448,7 @@ TEST_CASE("After a merge, later adds stay uniform over the whole union stream", 
             U64Reservoir a = fed(5, 2 * t, 0, 10);
             a.merge(fed(5, 2 * t + 1, 10, 100));
             for (std::uint64_t i = 100; i < 200; ++i) a.add(i);
-            REQUIRE(a.seen() == 200);
+            REQUIRE(a.total() == 200);
             tally_groups(a.sample(), 10, counts);
         }
         const double chi2 = chi2_uniform(counts, 200, 5);
@@ -456,7 +467,7 @@ TEST_CASE("After a merge, later adds stay uniform over the whole union stream", 
             U64Reservoir a = fed(5, 2 * t, 0, 100);
             a.merge(fed(5, 2 * t + 1, 100, 400));
             a.add_range(tail);
-            REQUIRE(a.seen() == 800);
+            REQUIRE(a.total() == 800);
             tally_groups(a.sample(), 40, counts);
         }
         const double chi2 = chi2_uniform(counts, 800, 5);
@@ -490,7 +501,7 @@ TEST_CASE("After a merge, later adds stay uniform over the whole union stream", 
             U64Reservoir acc(8, 5 * t);
             for (std::uint64_t s = 0; s < 4; ++s) acc.merge(fed(8, 5 * t + 1 + s, s * 25, s * 25 + 25));
             acc.add_range(tail);
-            REQUIRE(acc.seen() == 400);
+            REQUIRE(acc.total() == 400);
             tally_groups(acc.sample(), 20, counts);
         }
         CHECK(chi2_uniform(counts, 400, 8) < chi2_crit_19);
@@ -502,7 +513,7 @@ TEST_CASE("Reservoir merge laws", "[reservoir]") {
     // multisets, so the laws can be checked exactly; the sampled case is
     // covered in distribution by the chi-square tests above.
     auto same = [](const U64Reservoir& x, const U64Reservoir& y) {
-        return x.k() == y.k() && x.seen() == y.seen() && sorted(x.sample()) == sorted(y.sample());
+        return x.k() == y.k() && x.total() == y.total() && sorted(x.sample()) == sorted(y.sample());
     };
     const U64Reservoir empty(16, 1);
     tally::test::check_merge_laws(empty, fed(16, 2, 0, 5), fed(16, 3, 5, 9), fed(16, 4, 9, 16), same);
@@ -512,7 +523,7 @@ TEST_CASE("Reservoir merge laws", "[reservoir]") {
         auto sy = std::vector<std::string>(y.sample().begin(), y.sample().end());
         std::sort(sx.begin(), sx.end());
         std::sort(sy.begin(), sy.end());
-        return x.seen() == y.seen() && sx == sy;
+        return x.total() == y.total() && sx == sy;
     };
     Reservoir<std::string> sa(8, 1), sb(8, 2), sc(8, 3);
     sa.add("alpha");
@@ -528,34 +539,29 @@ TEST_CASE("Reservoir: merging an empty reservoir is exactly the identity", "[res
     // a + empty: nothing changes, not even the generator.
     CHECK(tally::merged(a, empty).serialize() == a.serialize());
     // empty + a: the same sample, count, W and pending skip; only the
-    // generator (bytes 45..76) stays the target's own.
+    // generator (bytes 42..73) stays the target's own.
     const auto x = tally::merged(empty, a).serialize();
     auto y = a.serialize();
     REQUIRE(x.size() == y.size());
     for (std::size_t i = 0; i < x.size(); ++i) {
-        if (i >= 45 && i < 77) continue;
+        if (i >= 42 && i < 74) continue;
         INFO("byte " << i);
         CHECK(x[i] == y[i]);
     }
     const auto e = empty.serialize();
-    CHECK(std::equal(x.begin() + 45, x.begin() + 77, e.begin() + 45));
+    CHECK(std::equal(x.begin() + 42, x.begin() + 74, e.begin() + 42));
 }
 
 TEST_CASE("Reservoir: incompatible merges throw and leave the target unchanged", "[reservoir]") {
     tally::test::check_incompatible_merge(fed(5, 1, 0, 50), fed(6, 2, 0, 50));
     U64Reservoir a = fed(5, 1, 0, 50);
-    try {
-        a.merge(fed(6, 2, 0, 50));
-        FAIL("no exception");
-    } catch (const std::invalid_argument& e) {
-        CHECK(std::string(e.what()) == "tally::Reservoir::merge: k 5 does not match the other reservoir's k 6");
-    }
+    CHECK_THROWS_WITH(a.merge(fed(6, 2, 0, 50)), "tally::Reservoir::merge: k 5 does not match the other reservoir's k 6");
 }
 
 TEST_CASE("Reservoir: self-merge counts the stream twice", "[reservoir]") {
     U64Reservoir a = fed(5, 1, 0, 3);
     a.merge(a);
-    CHECK(a.seen() == 6);
+    CHECK(a.total() == 6);
     REQUIRE(a.size() == 5);
     for (std::uint64_t v = 0; v < 3; ++v) {
         const auto c = std::count(a.sample().begin(), a.sample().end(), v);
@@ -564,7 +570,7 @@ TEST_CASE("Reservoir: self-merge counts the stream twice", "[reservoir]") {
     }
     U64Reservoir b = fed(5, 1, 0, 100);
     b.merge(b);
-    CHECK(b.seen() == 200);
+    CHECK(b.total() == 200);
     CHECK(b.size() == 5);
 }
 
@@ -575,7 +581,45 @@ TEST_CASE("Reservoir serialization: golden bytes", "[reservoir]") {
     r.add(0x11223344u);
     r.add(7u);
     const std::vector<std::uint8_t> golden = {
-        'T',  'A',  'L',  'Y',  6,    1,    0,    0,                             // frame header
+        'T',  'A',  'L',  'Y',  6,    2,    0,    0,                             // frame header, version 2
+        1,    4,                                                                 // unsigned integer items of 4 bytes
+        3,    0,    0,    0,    0,    0,    0,    0,                             // k = 3
+        2,    0,    0,    0,    0,    0,    0,    0,                             // seen = 2
+        2,    0,    0,    0,    0,    0,    0,    0,                             // next = 2
+        0,    0,    0,    0,    0,    0,    0,    0,                             // W = 0.0
+        0xAF, 0xCD, 0x1D, 0x7B, 0x39, 0xA8, 0x20, 0xE2,                          // generator word 0
+        0xF4, 0x65, 0xB9, 0xA1, 0x6A, 0x9E, 0x78, 0x6E,                          // word 1
+        0x4F, 0x45, 0x09, 0x80, 0x18, 0x5D, 0xC4, 0x06,                          // word 2
+        0xEC, 0x81, 0x4C, 0x72, 0xA8, 0xB8, 0x8B, 0xF8,                          // word 3
+        2,    0,    0,    0,    0,    0,    0,    0,                             // m = 2
+        0x44, 0x33, 0x22, 0x11, 7,    0,    0,    0,                             // items, little-endian
+    };
+    const auto bytes = r.serialize();
+    CHECK(bytes == to_bytes(golden));
+    const auto back = Reservoir<std::uint32_t>::deserialize(bytes);
+    CHECK(std::vector<std::uint32_t>(back.sample().begin(), back.sample().end()) ==
+          std::vector<std::uint32_t>{0x11223344u, 7u});
+    tally::test::check_truncations_throw<Reservoir<std::uint32_t>>(to_bytes(golden));
+
+    Reservoir<std::string> s(2, 0);
+    s.add("hi");
+    const auto sbytes = s.serialize();
+    const std::vector<std::uint8_t> string_tail = {1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 'h', 'i'};
+    REQUIRE(sbytes.size() == 74 + string_tail.size());
+    CHECK(static_cast<int>(sbytes[8]) == 4);  // string kind
+    CHECK(std::equal(string_tail.begin(), string_tail.end(), sbytes.begin() + 74,
+                     [](std::uint8_t a, std::byte b) { return a == static_cast<std::uint8_t>(b); }));
+}
+
+static std::vector<std::byte> r_bytes_v2() {
+    Reservoir<std::uint32_t> r(3, 0);
+    r.add(7u);
+    return r.serialize();
+}
+
+TEST_CASE("Reservoir reads the old format (version 1)", "[reservoir]") {
+    const std::vector<std::uint8_t> v1 = {
+        'T',  'A',  'L',  'Y',  6,    1,    0,    0,                             // frame header, version 1
         1,    4,    0,    0,    0,                                               // fixed-size items of 4 bytes
         3,    0,    0,    0,    0,    0,    0,    0,                             // k = 3
         2,    0,    0,    0,    0,    0,    0,    0,                             // seen = 2
@@ -588,20 +632,19 @@ TEST_CASE("Reservoir serialization: golden bytes", "[reservoir]") {
         2,    0,    0,    0,    0,    0,    0,    0,                             // m = 2
         0x44, 0x33, 0x22, 0x11, 7,    0,    0,    0,                             // items
     };
-    const auto bytes = r.serialize();
-    CHECK(bytes == to_bytes(golden));
-    const auto back = Reservoir<std::uint32_t>::deserialize(bytes);
-    CHECK(std::vector<std::uint32_t>(back.sample().begin(), back.sample().end()) ==
+    const auto old = Reservoir<std::uint32_t>::deserialize(to_bytes(v1));
+    CHECK(old.total() == 2);
+    CHECK(std::vector<std::uint32_t>(old.sample().begin(), old.sample().end()) ==
           std::vector<std::uint32_t>{0x11223344u, 7u});
-
-    Reservoir<std::string> s(2, 0);
-    s.add("hi");
-    const auto sbytes = s.serialize();
-    const std::vector<std::uint8_t> string_tail = {1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 'h', 'i'};
-    REQUIRE(sbytes.size() == 77 + string_tail.size());
-    CHECK(static_cast<int>(sbytes[8]) == 2);  // string encoding
-    CHECK(std::equal(string_tail.begin(), string_tail.end(), sbytes.begin() + 77,
-                     [](std::uint8_t a, std::byte b) { return a == static_cast<std::uint8_t>(b); }));
+    // it continues exactly as a reservoir built today
+    Reservoir<std::uint32_t> now(3, 0);
+    now.add(0x11223344u);
+    now.add(7u);
+    CHECK(old.serialize() == now.serialize());
+    tally::test::check_truncations_throw<Reservoir<std::uint32_t>>(to_bytes(v1));
+    // (version 1 did not tell signed from unsigned items; version 2 does)
+    CHECK_THROWS_AS(Reservoir<std::int32_t>::deserialize(r_bytes_v2()), tally::FormatError);
+    CHECK_THROWS_AS(Reservoir<std::uint64_t>::deserialize(to_bytes(v1)), tally::FormatError);
 }
 
 TEST_CASE("Reservoir round trip continues identically", "[reservoir]") {
@@ -611,7 +654,7 @@ TEST_CASE("Reservoir round trip continues identically", "[reservoir]") {
     const auto bytes = a.serialize();
     U64Reservoir b = U64Reservoir::deserialize(bytes);
     CHECK(b.serialize() == bytes);
-    CHECK(b.seen() == a.seen());
+    CHECK(b.total() == a.total());
     const auto more = iota_vec(5000, 100000);
     a.add_range(more);
     b.add_range(more);
@@ -650,31 +693,31 @@ TEST_CASE("Reservoir deserialize rejects bad bytes with FormatError", "[reservoi
     CHECK_THROWS_AS(U64Reservoir::deserialize(patched(4, 7, 1)), FormatError);          // wrong family
     CHECK_THROWS_AS(Reservoir<std::uint32_t>::deserialize(full), FormatError);          // wrong item type
     CHECK_THROWS_AS(Reservoir<std::string>::deserialize(full), FormatError);            // wrong item type
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(13, 0)), FormatError);            // k = 0
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(13, 1ull << 40)), FormatError);   // k too large
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(21, 3)), FormatError);            // filling, but next != seen
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(29, 0)), FormatError);            // next < seen
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(37, 0x3FF8000000000000ull)), FormatError);  // W = 1.5
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(37, 0x7FF8000000000000ull)), FormatError);  // W = NaN
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(37, 0)), FormatError);            // W = 0 when full
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(10, 0)), FormatError);            // k = 0
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(10, 1ull << 40)), FormatError);   // k too large
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(18, 3)), FormatError);            // filling, but next != seen
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(26, 0)), FormatError);            // next < seen
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(34, 0x3FF8000000000000ull)), FormatError);  // W = 1.5
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(34, 0x7FF8000000000000ull)), FormatError);  // W = NaN
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(34, 0)), FormatError);            // W = 0 when full
     {
         auto b = full;
-        for (std::size_t i = 45; i < 77; ++i) b[i] = std::byte{0};
+        for (std::size_t i = 42; i < 74; ++i) b[i] = std::byte{0};
         CHECK_THROWS_AS(U64Reservoir::deserialize(b), FormatError);  // all-zero generator
     }
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(77, 4)), FormatError);            // m != min(k, seen)
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(77, ~0ull)), FormatError);        // absurd count, no allocation
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(74, 4)), FormatError);            // m != min(k, seen)
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(74, ~0ull)), FormatError);        // absurd count, no allocation
     {
         // dense phase (seen < 16 k): W must be 0 and next == seen
         auto dense = fed(5, 1, 0, 50).serialize();
         CHECK_NOTHROW(U64Reservoir::deserialize(dense));
-        dense[37 + 6] = std::byte{0xF0};
-        dense[37 + 7] = std::byte{0x3F};  // W = 1.0
+        dense[34 + 6] = std::byte{0xF0};
+        dense[34 + 7] = std::byte{0x3F};  // W = 1.0
         CHECK_THROWS_AS(U64Reservoir::deserialize(dense), FormatError);
         tally::test::check_truncations_throw<U64Reservoir>(fed(5, 1, 0, 50).serialize());
     }
     // a version this build does not know
-    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(5, 2, 1)), FormatError);
+    CHECK_THROWS_AS(U64Reservoir::deserialize(patched(5, 3, 1)), FormatError);
 }
 
 TEST_CASE("Reservoir is a MergeableSummary for serialisable items", "[reservoir]") {
@@ -682,14 +725,13 @@ TEST_CASE("Reservoir is a MergeableSummary for serialisable items", "[reservoir]
     STATIC_REQUIRE(tally::MergeableSummary<Reservoir<std::string>>);
     STATIC_REQUIRE(tally::MergeableSummary<Reservoir<double>>);
     STATIC_REQUIRE(noexcept(std::declval<U64Reservoir&>().add(std::uint64_t{1})));
-    // A struct item: its object representation round-trips.
-    struct Point {
-        std::int32_t x;
-        std::int32_t y;
-    };
+    // A struct item, serialisable through its ItemCodec.
     Reservoir<Point> p(2, 1);
     p.add(Point{1, -2});
-    const auto back = Reservoir<Point>::deserialize(p.serialize());
+    const auto bytes = p.serialize();
+    CHECK(static_cast<int>(bytes[8]) == 5);  // user-defined kind
+    CHECK(static_cast<int>(bytes[9]) == 8);
+    const auto back = Reservoir<Point>::deserialize(bytes);
     REQUIRE(back.size() == 1);
     CHECK(back.sample()[0].x == 1);
     CHECK(back.sample()[0].y == -2);

@@ -76,6 +76,39 @@ std::vector<std::pair<double, std::uint32_t>> entries(const WR& r) {
     return e;
 }
 
+/// The key computation of earlier releases, for k = 1: keys log(u) / w,
+/// which overflow to -inf for subnormal weights, so every key ties and
+/// every jump is 0. Kept here as the negative control of the subnormal test.
+std::size_t old_pick_k1(std::uint64_t seed, const std::vector<double>& w) {
+    tally::detail::ReservoirRng rng(seed);
+    auto jump_of = [&](double min_key) {
+        const double log_r = std::log(rng.uniform_open0());
+        if (!(min_key < 0.0)) return std::numeric_limits<double>::infinity();
+        return log_r / min_key;
+    };
+    double key = std::log(rng.uniform_open0()) / w[0];
+    std::size_t pick = 0;
+    double jump = jump_of(key);
+    for (std::size_t i = 1; i < w.size(); ++i) {
+        jump -= w[i];
+        if (jump > 0.0) continue;
+        key = std::log1p(std::expm1(w[i] * key) * rng.uniform_open0()) / w[i];
+        pick = i;
+        jump = jump_of(key);
+    }
+    return pick;
+}
+
+/// Pearson's chi-square statistic of `counts` against probabilities `p`.
+double chi_square(const std::vector<std::uint64_t>& counts, const std::vector<double>& p, std::size_t trials) {
+    double x2 = 0;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+        const double e = p[i] * static_cast<double>(trials);
+        x2 += (static_cast<double>(counts[i]) - e) * (static_cast<double>(counts[i]) - e) / e;
+    }
+    return x2;
+}
+
 std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
     std::vector<std::byte> out;
     for (auto b : v) out.push_back(static_cast<std::byte>(b));
@@ -85,12 +118,10 @@ std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
 }  // namespace
 
 TEST_CASE("WeightedReservoir: k out of range throws with the exact message", "[weighted_reservoir]") {
-    try {
-        WR r(0, 1);
-        FAIL("no exception");
-    } catch (const std::invalid_argument& e) {
-        CHECK(std::string(e.what()) == "tally::WeightedReservoir: k 0 is out of range [1, 4294967295]");
-    }
+    CHECK_THROWS_WITH(WR(0, 1), "tally::WeightedReservoir::WeightedReservoir: k 0 is out of range [1, 4294967295]");
+    if constexpr (sizeof(std::size_t) > 4)
+        CHECK_THROWS_WITH(WR(SIZE_MAX, 1), "tally::WeightedReservoir::WeightedReservoir: k " +
+                                               std::to_string(SIZE_MAX) + " is out of range [1, 4294967295]");
     CHECK_NOTHROW(WR(1, 1));
 }
 
@@ -106,13 +137,9 @@ TEST_CASE("WeightedReservoir: bad weights throw and change nothing; try_add retu
         CHECK_FALSE(r.try_add(99, w));
         CHECK(r.serialize() == before);
     }
-    try {
-        r.add(1, -1.0);
-        FAIL("no exception");
-    } catch (const std::invalid_argument& e) {
-        CHECK(std::string(e.what()) ==
-              "tally::WeightedReservoir::add: weight -1 is out of range (0, inf): weights must be finite and positive");
-    }
+    CHECK_THROWS_WITH(r.add(1, -1.0), "tally::WeightedReservoir::add: weight -1 is out of range (0, 1.7976931348623157e+308]");
+    CHECK_THROWS_WITH(r.add(1, std::numeric_limits<double>::infinity()),
+                      "tally::WeightedReservoir::add: weight inf is out of range (0, 1.7976931348623157e+308]");
     CHECK(r.try_add(1, std::numeric_limits<double>::denorm_min()));
     CHECK(r.try_add(1, std::numeric_limits<double>::max()));
     CHECK(r.seen() == 12);
@@ -124,14 +151,14 @@ TEST_CASE("WeightedReservoir fills, then keeps k, without repeats", "[weighted_r
     r.add(10, 1.0);
     r.add(11, 2.0);
     CHECK(r.size() == 2);
-    CHECK(r.total_weight() == 3.0);
+    CHECK(r.total() == 3.0);
     for (std::uint32_t i = 0; i < 10000; ++i) r.add(100 + i, 1.0 + (i % 7));
     CHECK(r.size() == 4);
     CHECK(r.seen() == 10002);
     std::vector<std::uint32_t> s(r.sample().begin(), r.sample().end());
     std::sort(s.begin(), s.end());
     CHECK(std::adjacent_find(s.begin(), s.end()) == s.end());
-    for (double key : r.keys()) CHECK(key <= 0.0);
+    for (double key : r.keys()) CHECK_FALSE(std::isnan(key));
 }
 
 TEST_CASE("WeightedReservoir: same seed, same sample", "[weighted_reservoir]") {
@@ -208,6 +235,37 @@ TEST_CASE("Negative control: a key without log space (u^(1/w)) loses the order f
     for (auto x : r.sample()) CHECK(x % 2 == 0);
 }
 
+TEST_CASE("WeightedReservoir follows its law for subnormal weights; the old keys fail", "[weighted_reservoir][big]") {
+    constexpr double chi2_crit_9 = 27.88;  // p = 0.001, 9 degrees of freedom
+    const double base = GENERATE(1e-310, std::numeric_limits<double>::denorm_min());
+    const bool equal = GENERATE(true, false);
+    INFO("base weight " << base << (equal ? ", 10 equal weights" : ", weights base * (1..10)"));
+    std::vector<double> w, p;
+    double sum = 0;
+    for (int i = 0; i < 10; ++i) {
+        w.push_back(equal ? base : base * (i + 1));
+        sum += w.back() * 0x1.0p1000;  // scaling a subnormal by 2^1000 is exact
+    }
+    for (double x : w) p.push_back(x * 0x1.0p1000 / sum);
+    const std::size_t trials = big(20000, 5000);
+    std::vector<std::uint64_t> ours(10, 0), old(10, 0);
+    for (std::size_t t = 0; t < trials; ++t) {
+        count_sample(fed(1, 5000000 + t, w, 0, 10), ours);
+        ++old[old_pick_k1(5000000 + t, w)];
+    }
+    const double x2_ours = chi_square(ours, p, trials);
+    const double x2_old = chi_square(old, p, trials);
+    INFO("chi-square: ours " << x2_ours << ", old keys " << x2_old << "; last item picked " << ours[9] << " vs "
+                             << old[9] << " times of " << trials);
+    CHECK(x2_ours < chi2_crit_9);
+    CHECK(x2_old > chi2_crit_9);  // the negative control: log(u) / w fails the same test
+    // and with normal weights mixed in, an item of weight 1 still wins almost always
+    WR r(1, 9);
+    for (std::uint32_t i = 0; i < 9; ++i) r.add(i, base);
+    r.add(9, 1.0);
+    CHECK(r.sample()[0] == 9);
+}
+
 TEST_CASE("Weighted merges keep the exact law, in any order", "[weighted_reservoir][big]") {
     const std::vector<double> w = {1, 1, 1, 2, 0.5, 3, 1, 8, 0.25, 5};
     const auto p = exact_inclusion(w, 3);
@@ -242,7 +300,7 @@ TEST_CASE("Weighted merges keep the exact law, in any order", "[weighted_reservo
 TEST_CASE("WeightedReservoir merge laws hold exactly for the kept entries", "[weighted_reservoir]") {
     // Integer weights keep the total weight exact in any summation order.
     auto same = [](const WR& x, const WR& y) {
-        return x.seen() == y.seen() && x.total_weight() == y.total_weight() && entries(x) == entries(y);
+        return x.seen() == y.seen() && x.total() == y.total() && entries(x) == entries(y);
     };
     std::vector<double> w;
     for (int i = 0; i < 300; ++i) w.push_back(1.0 + (i * 7) % 11);
@@ -254,8 +312,8 @@ TEST_CASE("WeightedReservoir merge laws hold exactly for the kept entries", "[we
     const auto x = tally::merged(WR(8, 5), a).serialize();
     const auto y = a.serialize();
     REQUIRE(x.size() == y.size());
-    CHECK(std::equal(x.begin(), x.begin() + 45, y.begin()));
-    CHECK(std::equal(x.begin() + 77, x.end(), y.begin() + 77));
+    CHECK(std::equal(x.begin(), x.begin() + 42, y.begin()));  // all but the generator
+    CHECK(std::equal(x.begin() + 74, x.end(), y.begin() + 74));
 
     WeightedReservoir<std::string> sa(4, 1), sb(4, 2), sc(4, 3);
     sa.add("a", 1);
@@ -277,12 +335,8 @@ TEST_CASE("WeightedReservoir: incompatible merges throw and leave the target unc
     const std::vector<double> w(50, 1.0);
     tally::test::check_incompatible_merge(fed(3, 1, w, 0, 50), fed(4, 2, w, 0, 50));
     WR a = fed(3, 1, w, 0, 50);
-    try {
-        a.merge(fed(4, 2, w, 0, 50));
-        FAIL("no exception");
-    } catch (const std::invalid_argument& e) {
-        CHECK(std::string(e.what()) == "tally::WeightedReservoir::merge: k 3 does not match the other reservoir's k 4");
-    }
+    CHECK_THROWS_WITH(a.merge(fed(4, 2, w, 0, 50)),
+                      "tally::WeightedReservoir::merge: k 3 does not match the other reservoir's k 4");
     WR self = fed(3, 1, w, 0, 2);
     self.merge(self);
     CHECK(self.seen() == 4);
@@ -293,8 +347,8 @@ TEST_CASE("WeightedReservoir serialization: golden bytes, round trip continues i
     // k = 2, seed 0, no items: only parameters and the SplitMix64(0) state.
     const WR empty(2, 0);
     const std::vector<std::uint8_t> golden = {
-        'T',  'A',  'L',  'Y',  7,    1,    0,    0,     // frame header
-        1,    4,    0,    0,    0,                       // fixed-size items of 4 bytes
+        'T',  'A',  'L',  'Y',  7,    2,    0,    0,     // frame header, version 2
+        1,    4,                                         // unsigned integer items of 4 bytes
         2,    0,    0,    0,    0,    0,    0,    0,     // k = 2
         0,    0,    0,    0,    0,    0,    0,    0,     // seen = 0
         0,    0,    0,    0,    0,    0,    0,    0,     // total weight 0.0
@@ -306,19 +360,46 @@ TEST_CASE("WeightedReservoir serialization: golden bytes, round trip continues i
         0,    0,    0,    0,    0,    0,    0,    0,     // m = 0
     };
     CHECK(empty.serialize() == to_bytes(golden));
-    // One item: its key is log(u)/w for the generator's first draw (pinned as bits).
+    // One item: its key is log(w) - log(-log u) for the generator's first draw.
     WR one(2, 0);
     one.add(0xAABBCCDDu, 2.0);
     const auto b1 = one.serialize();
     REQUIRE(b1.size() == golden.size() + 12);
-    CHECK(static_cast<int>(b1[21]) == 1);                           // seen = 1
-    CHECK(static_cast<int>(b1[29 + 7]) == 0x40);                    // total weight 2.0 = 0x4000000000000000
+    CHECK(static_cast<int>(b1[18]) == 1);       // seen = 1
+    CHECK(static_cast<int>(b1[26 + 7]) == 0x40);  // total weight 2.0 = 0x4000000000000000
     const double key = one.keys()[0];
     tally::detail::ReservoirRng rng(0);
-    CHECK(key == std::log(rng.uniform_open0()) / 2.0);
+    const double u0 = rng.uniform_open0();
+    CHECK(key == std::log(2.0) - std::log(-std::log(u0)));
     const std::vector<std::uint8_t> item = {0xDD, 0xCC, 0xBB, 0xAA};
     CHECK(std::equal(item.begin(), item.end(), b1.end() - 4,
                      [](std::uint8_t a, std::byte b) { return a == static_cast<std::uint8_t>(b); }));
+
+    // The old format (version 1): keys were log(u) / w; they read converted.
+    tally::ByteWriter v1;
+    v1.header(tally::Family::weighted_reservoir, 1);
+    v1.u8(1);  // fixed-size items
+    v1.u32(4);
+    v1.u64(2);                   // k
+    v1.u64(1);                   // seen
+    v1.f64(2.0);                 // total weight
+    v1.f64(0.0);                 // jump (still filling)
+    tally::detail::ReservoirRng(0).write(v1);
+    v1.u64(1);                   // m
+    v1.f64(std::log(u0) / 2.0);  // key
+    v1.u32(0xAABBCCDDu);
+    const auto v1_bytes = v1.take();
+    REQUIRE(v1_bytes.size() == b1.size() + 3);
+    const WR old = WR::deserialize(v1_bytes);
+    CHECK(old.total() == 2.0);
+    CHECK(old.sample()[0] == 0xAABBCCDDu);
+    CHECK(old.keys()[0] == Catch::Approx(key).epsilon(1e-12));
+    tally::test::check_truncations_throw<WR>(v1_bytes);
+    // the old bytes are a reservoir like any other: same answers after more items
+    WR fresh = WR::deserialize(b1);
+    WR olds = old;
+    for (std::uint32_t i = 0; i < 100; ++i) fresh.add(i, 1.0 + i), olds.add(i, 1.0 + i);
+    CHECK(fresh.serialize().size() == olds.serialize().size());
 
     std::vector<double> w;
     for (int i = 0; i < 20000; ++i) w.push_back(0.1 + (i % 17));
@@ -365,19 +446,18 @@ TEST_CASE("WeightedReservoir deserialize rejects bad bytes with FormatError", "[
     CHECK_NOTHROW(WR::deserialize(full));
     CHECK_THROWS_AS(WR::deserialize(patched(4, 6, 1)), FormatError);                      // reservoir's family
     CHECK_THROWS_AS(WeightedReservoir<std::uint64_t>::deserialize(full), FormatError);     // other item type
-    CHECK_THROWS_AS(WR::deserialize(patched(13, 0)), FormatError);                         // k = 0
-    CHECK_THROWS_AS(WR::deserialize(patched(29, 0xBFF0000000000000ull)), FormatError);     // total weight -1
-    CHECK_THROWS_AS(WR::deserialize(patched(37, 0xBFF0000000000000ull)), FormatError);     // jump -1
-    CHECK_THROWS_AS(WR::deserialize(patched(37, 0x7FF8000000000000ull)), FormatError);     // jump NaN
-    CHECK_THROWS_AS(WR::deserialize(patched(77, 5)), FormatError);                         // m != min(k, seen)
-    CHECK_THROWS_AS(WR::deserialize(patched(77, ~0ull)), FormatError);                     // absurd count
-    CHECK_THROWS_AS(WR::deserialize(patched(85, 0x3FF0000000000000ull)), FormatError);     // key +1
-    CHECK_THROWS_AS(WR::deserialize(patched(85, 0x7FF8000000000000ull)), FormatError);     // key NaN
-    // first key (the heap's minimum) made larger than its children: -0.0 > any negative key
-    CHECK_THROWS_AS(WR::deserialize(patched(85, 0)), FormatError);
+    CHECK_THROWS_AS(WR::deserialize(patched(10, 0)), FormatError);                         // k = 0
+    CHECK_THROWS_AS(WR::deserialize(patched(26, 0xBFF0000000000000ull)), FormatError);     // total weight -1
+    CHECK_THROWS_AS(WR::deserialize(patched(34, 0xBFF0000000000000ull)), FormatError);     // jump -1
+    CHECK_THROWS_AS(WR::deserialize(patched(34, 0x7FF8000000000000ull)), FormatError);     // jump NaN
+    CHECK_THROWS_AS(WR::deserialize(patched(74, 5)), FormatError);                         // m != min(k, seen)
+    CHECK_THROWS_AS(WR::deserialize(patched(74, ~0ull)), FormatError);                     // absurd count
+    CHECK_THROWS_AS(WR::deserialize(patched(82, 0x7FF8000000000000ull)), FormatError);     // key NaN
+    // first key (the heap's minimum) made larger than its children: +inf
+    CHECK_THROWS_AS(WR::deserialize(patched(82, 0x7FF0000000000000ull)), FormatError);
     {
         auto b = fed(4, 1, w, 0, 2).serialize();
-        for (std::size_t i = 0; i < 8; ++i) b[37 + i] = static_cast<std::byte>(i == 7 ? 0x3F : i == 6 ? 0xF0 : 0);
+        for (std::size_t i = 0; i < 8; ++i) b[34 + i] = static_cast<std::byte>(i == 7 ? 0x3F : i == 6 ? 0xF0 : 0);
         CHECK_THROWS_AS(WR::deserialize(b), FormatError);  // filling with a nonzero jump
     }
 }

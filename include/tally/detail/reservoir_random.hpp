@@ -1,5 +1,5 @@
-// tally/detail/reservoir_random.hpp: the generator and the item codec that
-// Reservoir and WeightedReservoir share.
+// tally/detail/reservoir_random.hpp: the generator, the k check and the item
+// descriptor that Reservoir and WeightedReservoir share.
 //
 // ReservoirRng is xoshiro256** (Blackman & Vigna, "Scrambled linear
 // pseudorandom number generators", 2018/2021), seeded through SplitMix64 as
@@ -18,8 +18,11 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../core/serialize.hpp"
+#include "item_codec.hpp"
+#include "primitives.hpp"
 
 namespace tally::detail {
 
@@ -51,28 +54,22 @@ class ReservoirRng {
     /// n == 0 returns 0 rather than dividing by zero.
     std::uint64_t below(std::uint64_t n) noexcept {
         if (n == 0) return 0;
-#if defined(__SIZEOF_INT128__)
-        __extension__ typedef unsigned __int128 u128;
-        u128 m = static_cast<u128>(next()) * n;
+        uint128 m = static_cast<uint128>(next()) * n;
         auto low = static_cast<std::uint64_t>(m);
         if (low < n) {
             const std::uint64_t threshold = (0 - n) % n;
             while (low < threshold) {
-                m = static_cast<u128>(next()) * n;
+                m = static_cast<uint128>(next()) * n;
                 low = static_cast<std::uint64_t>(m);
             }
         }
         return static_cast<std::uint64_t>(m >> 64);
-#else
-        const std::uint64_t threshold = (0 - n) % n;  // 2^64 mod n
-        std::uint64_t r = next();
-        while (r < threshold) r = next();
-        return r % n;
-#endif
     }
 
     /// Uniform in (0, 1]: never 0, so its logarithm is always finite.
     double uniform_open0() noexcept { return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53; }
+    /// Uniform in (0, 1): neither end, so log(u) and log1p(-u) are finite.
+    double uniform_open() noexcept { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
 
     /// Standard normal (Marsaglia's polar method).
     double normal() noexcept {
@@ -141,103 +138,63 @@ class ReservoirRng {
     std::uint64_t s_[state_words];
 };
 
-/// Item types a reservoir can serialise: trivially copyable types (written
-/// in their object representation; arithmetic and enum types little-endian)
-/// and std::string (u32 length, then the bytes). Any byte pattern must be a
-/// valid T for corrupted input to stay harmless: true of integers, floats
-/// and structs of them; an enum read from corrupted bytes may hold a value
-/// outside its enumerators.
+/// Item types a reservoir can serialise (see item_codec.hpp).
 template <class T>
-concept ReservoirSerializable = std::is_trivially_copyable_v<T> || std::is_same_v<T, std::string>;
+concept ReservoirSerializable = WireItem<T>;
 
-/// Wire codes of the item encoding (one byte in each reservoir frame).
-inline constexpr std::uint8_t item_encoding_fixed = 1;
-inline constexpr std::uint8_t item_encoding_string = 2;
+/// What Reservoir and WeightedReservoir share: k in [1, max_k], checked
+/// before any arithmetic on it.
+inline constexpr std::uint64_t reservoir_max_k = 0xFFFFFFFFull;
+inline std::uint64_t checked_reservoir_k(const char* who, std::size_t k) {
+    check_range(who, "k", k, std::size_t{1}, static_cast<std::size_t>(reservoir_max_k));
+    return static_cast<std::uint64_t>(k);
+}
 
+/// The merge precondition of both reservoirs: the same k.
+inline void check_same_k(const char* who, std::uint64_t k, std::uint64_t other_k) {
+    if (k != other_k)
+        throw_invalid_argument(std::string(who) + ": k " + std::to_string(k) + " does not match the other reservoir's k " +
+                               std::to_string(other_k));
+}
+
+/// Heap bytes of a sample: its storage and, for std::string, the buffers of
+/// strings too long for the in-object (small-string) storage.
+template <class T>
+std::size_t items_memory_bytes(const std::vector<T>& items) noexcept {
+    std::size_t bytes = items.capacity() * sizeof(T);
+    if constexpr (std::is_same_v<T, std::string>) {
+        const std::size_t inline_capacity = std::string().capacity();
+        for (const std::string& s : items)
+            if (s.capacity() > inline_capacity) bytes += s.capacity() + 1;
+    }
+    return bytes;
+}
+
+/// Reads the item descriptor of either frame version: version 1 wrote
+/// u8 encoding (1 fixed-size, 2 string) and u32 size, version 2 the two
+/// bytes of item_codec.hpp. Version 1 wrote arithmetic items little-endian
+/// but other fixed-size items in native byte order, so it is refused for
+/// types with a user-defined ItemCodec.
 template <ReservoirSerializable T>
-struct ReservoirItemCodec {
-    static constexpr bool is_string = std::is_same_v<T, std::string>;
-    static constexpr std::uint8_t encoding = is_string ? item_encoding_string : item_encoding_fixed;
-    static constexpr std::uint32_t item_size = is_string ? 0 : static_cast<std::uint32_t>(sizeof(T));
-    /// The fewest bytes one item takes on the wire (bounds counts before allocating).
-    static constexpr std::size_t min_wire_bytes = is_string ? 4 : sizeof(T);
-
-    static void write_params(ByteWriter& w) {
-        w.u8(encoding);
-        w.u32(item_size);
+void read_item_descriptor(ByteReader& r, std::uint8_t version, const char* who) {
+    using Codec = WireCodec<T>;
+    if (version >= 2) {
+        const std::uint8_t kind = r.u8();
+        const std::uint8_t size = r.u8();
+        Codec::check_descriptor(kind, size, who);
+        return;
     }
-    static void read_params(ByteReader& r, const char* who) {
-        const std::uint8_t enc = r.u8();
-        const std::uint32_t size = r.u32();
-        if (enc != encoding || size != item_size)
-            throw_format_error(std::string("tally: ") + who + ": item encoding " + std::to_string(enc) + " of size " +
-                               std::to_string(size) + " where " + std::to_string(encoding) + " of size " +
-                               std::to_string(item_size) + " was expected (a different item type)");
-    }
-
-    static void write(ByteWriter& w, const T& item) {
-        if constexpr (is_string) {
-            format_check(item.size() <= std::numeric_limits<std::uint32_t>::max(), "string item longer than 4 GiB");
-            w.string(item);
-        } else if constexpr ((std::is_integral_v<T> || std::is_enum_v<T> || std::is_floating_point_v<T>) &&
-                             (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8)) {
-            write_le(w, item);
-        } else {
-            w.bytes(&item, sizeof(T));  // native object representation
-        }
-    }
-
-    static T read(ByteReader& r) {
-        if constexpr (is_string) {
-            return r.string();
-        } else if constexpr ((std::is_integral_v<T> || std::is_enum_v<T> || std::is_floating_point_v<T>) &&
-                             (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8)) {
-            return read_le(r);
-        } else {
-            static_assert(std::is_default_constructible_v<T>, "tally: serialising a reservoir of T needs a default-constructible T");
-            T item;
-            r.bytes_into(&item, sizeof(T));
-            return item;
-        }
-    }
-
-  private:
-    static void write_le(ByteWriter& w, const T& item) {
-        if constexpr (sizeof(T) == 1) {
-            std::uint8_t v;
-            std::memcpy(&v, &item, 1);
-            w.u8(v);
-        } else if constexpr (sizeof(T) == 2) {
-            std::uint16_t v;
-            std::memcpy(&v, &item, 2);
-            w.u16(v);
-        } else if constexpr (sizeof(T) == 4) {
-            std::uint32_t v;
-            std::memcpy(&v, &item, 4);
-            w.u32(v);
-        } else {
-            std::uint64_t v;
-            std::memcpy(&v, &item, 8);
-            w.u64(v);
-        }
-    }
-    static T read_le(ByteReader& r) {
-        T item;
-        if constexpr (sizeof(T) == 1) {
-            const std::uint8_t v = r.u8();
-            std::memcpy(&item, &v, 1);
-        } else if constexpr (sizeof(T) == 2) {
-            const std::uint16_t v = r.u16();
-            std::memcpy(&item, &v, 2);
-        } else if constexpr (sizeof(T) == 4) {
-            const std::uint32_t v = r.u32();
-            std::memcpy(&item, &v, 4);
-        } else {
-            const std::uint64_t v = r.u64();
-            std::memcpy(&item, &v, 8);
-        }
-        return item;
-    }
-};
+    const std::uint8_t enc = r.u8();
+    const std::uint32_t size = r.u32();
+    const std::uint8_t want_enc = Codec::is_string ? 2 : 1;
+    const std::uint32_t want_size = Codec::is_string ? 0 : Codec::size;
+    if (enc != want_enc || size != want_size)
+        throw_format_error(std::string(who) + ": item encoding " + std::to_string(enc) + " of size " +
+                           std::to_string(size) + " where " + std::to_string(want_enc) + " of size " +
+                           std::to_string(want_size) + " was expected (a different item type)");
+    if (Codec::is_custom)
+        throw_format_error(std::string(who) +
+                           ": version 1 stored this item type in native byte order; it cannot be read portably");
+}
 
 }  // namespace tally::detail

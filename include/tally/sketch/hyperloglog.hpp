@@ -1,5 +1,7 @@
-// tally/sketch/hyperloglog.hpp: HyperLogLog distinct counting with Ertl's
-// improved estimator, exact folding to lower precisions, and Redis interop.
+// tally/sketch/hyperloglog.hpp: HyperLogLog distinct counting with the HIP
+// estimator while a sketch has only seen adds, Ertl's improved estimator for
+// merged sketches, exact folding, and Redis and Apache DataSketches interop.
+// Details, error tables and the wire format: docs/hyperloglog.md.
 #pragma once
 
 #include <algorithm>
@@ -19,7 +21,9 @@
 #include "../core/hash.hpp"
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
+#include "../detail/hyperloglog_datasketches.hpp"
 #include "../detail/hyperloglog_redis.hpp"
+#include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
 namespace tally {
@@ -61,90 +65,76 @@ inline double hll_tau(double x) noexcept {
 template <class T>
 concept HllByteString = std::is_convertible_v<const T&, std::string_view>;
 
+// All-zero registers for a sketch whose register array is not allocated yet
+// (zero-initialized, so it costs address space, not memory).
+inline std::uint8_t hll_zero_registers[std::size_t{1} << 18] = {};
+
 }  // namespace detail
 
-/// How a HyperLogLog turns a hash into (register, rank). Part of the
+/// How a HyperLogLog turns an item into (register, rank). Part of the
 /// serialized state: sketches merge only with sketches of the same mode.
 enum class HllHashMode : std::uint8_t {
-    /// Items through tally::Hasher; register = top p bits of the hash,
-    /// rank = leading zeros of the other 64 - p bits + 1.
+    /// tally::Hasher; register = top p bits, rank = leading zeros of the rest + 1.
     tally = 0,
-    /// Redis's PFADD: items as bytes through MurmurHash64A (seed 0xadc83b19);
-    /// register = low p bits, rank = trailing zeros of the other bits + 1.
+    /// Redis's PFADD: MurmurHash64A (seed 0xadc83b19) of the item's bytes;
+    /// register = low p bits, rank = trailing zeros of the rest + 1.
     redis = 1,
+    /// Apache DataSketches: MurmurHash3 x64 128 (seed 9001) of the item in
+    /// DataSketches' byte conventions; register = low p bits of the first
+    /// half, rank = min(leading zeros of the second half, 62) + 1.
+    datasketches = 2,
+};
+
+/// Which estimator HyperLogLog::estimate() answers with.
+enum class HllEstimator : std::uint8_t {
+    /// Historic inverse probability: a sketch that has only seen add()s.
+    hip = 0,
+    /// Ertl's improved estimator over the registers: after merge, reduce or
+    /// decoding a sketch without HIP state.
+    ertl = 1,
 };
 
 /// HyperLogLog: the number of distinct items in a stream, in 2^p bytes.
 ///
-/// Algorithm: Flajolet, Fusy, Gandouet, Meunier, "HyperLogLog: the analysis
-/// of a near-optimal cardinality estimation algorithm" (AofA 2007) with a
-/// 64-bit hash (no large-range correction needed), and the estimate of Otmar
-/// Ertl, "New cardinality estimation algorithms for HyperLogLog sketches"
-/// (arXiv:1702.01284, 2017), section 3.3 "improved raw estimator":
-///     E = alpha_inf m^2 / (m sigma(C_0/m) + sum_{k=1..q} C_k 2^-k
-///                          + m tau(1 - C_{q+1}/m) 2^-q),  q = 64 - p,
-/// where C_k counts registers equal to k. It is unbiased from 0 to ~2^64 with
-/// no bias tables and no switch between small- and large-range formulas; it
-/// is the estimator Redis 5+ uses, so for the same registers our estimate
-/// rounded half away from zero equals Redis's PFCOUNT.
+/// Flajolet et al. (AofA 2007) registers with a 64-bit hash. While a sketch has
+/// only seen adds, estimate() is the HIP estimator (Ting, KDD 2014; Cohen,
+/// PODS 2014 / TKDE 2015): unbiased, RSE sqrt(ln 2) / sqrt(m) = 0.83 / sqrt(m)
+/// (m = 2^p). After merge()/reduce() it is Ertl's improved estimator
+/// (arXiv:1702.01284, as Redis's PFCOUNT), RSE 1.04 / sqrt(m); estimator()
+/// says which. Both are O(1): a register histogram is kept on add.
 ///
-/// Registers: m = 2^p one-byte registers, p in [4, 18]. A hash h goes to
-/// register h >> (64 - p) with rank = countl_zero of the remaining 64 - p bits
-/// + 1, capped at 64 - p + 1 (HllHashMode::tally). HllHashMode::redis uses
-/// Redis's convention instead (register = h & (m - 1), rank = countr_zero of
-/// h >> p + 1, same cap) and MurmurHash64A for strings, so `add("x")` sets the
-/// same register as Redis's `PFADD key x`.
+/// add is O(1) and allocation-free after the first; estimate O(1) (HIP) or
+/// O(64) (Ertl); merge and reduce O(m). Memory: 2^p bytes of registers
+/// (allocated on the first add, so an empty sketch is small) plus ~330 bytes.
+/// p in [4, 18]. Hash modes (HllHashMode) match Redis (to_redis/from_redis)
+/// and Apache DataSketches (to_datasketches/from_datasketches) register for
+/// register. total() counts add calls (of this sketch and of those merged
+/// into it), not distinct items.
 ///
-/// Error: relative standard error 1.04 / sqrt(m) (Ertl's estimator attains
-/// sqrt(3 ln 2 - 1) / sqrt(m) = 1.039 / sqrt(m) for large n and less for small
-/// n, where it is essentially exact): 1.63% at p = 12, 0.81% at p = 14.
-/// Merged sketches have exactly the error of one sketch of the union.
-///
-/// Memory: 2^p bytes of registers plus ~32 bytes (4 KiB at p = 12, 16 KiB at
-/// p = 14, the Redis precision). Serialized: dense 6 bits per register, or a
-/// sparse list while few registers are set.
-///
-/// Thread safety: add/add_hash/merge/clear modify the sketch and need external
-/// synchronization; estimate, serialize, to_redis, reduce and the other const
-/// members are safe to call concurrently with each other (not with a writer).
-/// For parallel ingestion give each thread its own sketch and merge them.
+/// Thread safety: writers (add, merge, clear) need exclusive access; const
+/// members may run concurrently with each other. Give each thread its own
+/// sketch and merge.
 ///
 ///     tally::HyperLogLog hll(14);
 ///     for (const auto& user : events) hll.add(user);
-///     double distinct = hll.estimate();       // +-0.81% (one sigma)
-///     hll.merge(other_day);                   // union of the two streams
-///
-/// Serialized format (family tally::Family::hyperloglog, version 1), after
-/// the 8-byte frame header of core/serialize.hpp:
-///
-///   offset size        field
-///   8      1           precision p, 4..18
-///   9      1           hash mode (0 tally, 1 redis)
-///   10     1           encoding (0 dense, 1 sparse); the writer picks the shorter
-///   dense:
-///   11     3 * 2^p / 4 registers as 6-bit fields, LSB-first (Redis's layout)
-///   sparse:
-///   11     varint      k, the number of non-zero registers (<= 2^p)
-///   ...    k entries   varint gap, u8 value: register index = previous index
-///                      + 1 + gap (the first: gap), value in 1..64-p+1
-///
-/// Every register value is checked against 64 - p + 1 and every index against
-/// 2^p before use; trailing bytes are rejected.
+///     double distinct = hll.estimate();  // +-0.65% (one sigma, HIP)
 class HyperLogLog {
   public:
     using HashMode = HllHashMode;
+    using Estimator = HllEstimator;
 
     static constexpr int min_precision = 4;
     static constexpr int max_precision = 18;
     static constexpr int redis_precision = detail::redis_hll_p;
     /// 1 / (2 ln 2), the limit of alpha_m as m grows (Ertl's alpha_inf).
     static constexpr double alpha_inf = 0.721347520444481703680;
-    static constexpr std::uint8_t format_version = 1;
+    /// 2 adds the HIP state and total(); version 1 bytes still decode.
+    static constexpr std::uint8_t format_version = 2;
 
     /// Throws std::invalid_argument unless 4 <= precision <= 18.
-    explicit HyperLogLog(int precision = 12, HashMode mode = HashMode::tally) : p_(check_precision(precision)) {
-        mode_ = mode;
-        registers_.assign(std::size_t{1} << p_, 0);
+    explicit HyperLogLog(int precision = 12, HashMode mode = HashMode::tally)
+        : p_(check_precision(precision, "tally::HyperLogLog::HyperLogLog")), mode_(mode) {
+        reset_state();
     }
 
     /// p = 14 with Redis's hashing: a sketch that to_redis() exports and that
@@ -153,12 +143,12 @@ class HyperLogLog {
 
     // ---- adding (not thread-safe) ------------------------------------------
 
-    /// Adds one item. Mode tally: hashes with tally::hash_of. Mode redis:
-    /// strings (anything convertible to std::string_view, char pointers and
-    /// literals as C strings) hash as Redis hashes PFADD elements; integers
-    /// hash as their decimal text, as a Redis client sends them ("42"), bool
-    /// as "1"/"0"; other types go through tally::Hasher (they cannot match
-    /// any Redis-side element, but count correctly among themselves).
+    /// Adds one item. Mode tally: tally::hash_of. Mode redis: strings as
+    /// bytes, integers as their decimal text ("42"), bool as "1"/"0". Mode
+    /// datasketches: as DataSketches' update(): integers as a little-endian
+    /// int64 (smaller ones sign-extended), floating point as a canonical
+    /// double, strings as bytes, empty strings ignored. Other types go through
+    /// tally::Hasher in every mode (they count correctly among themselves).
     template <class T>
         requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
     void add(const T& item) noexcept {
@@ -169,43 +159,67 @@ class HyperLogLog {
                 const std::string_view s = item;
                 add_hash(hash64(s.data(), s.size()));
             }
-        } else {
+        } else if (mode_ == HashMode::redis) {
             add_hash(redis_hash_of(item));
+        } else {
+            detail::Hash128 h;
+            if (!detail::ds_hll_hash_item(item, h)) return;
+            ++total_;
+            update_register(static_cast<std::size_t>(h.h1 & (register_count() - 1)), detail::ds_hll_rank(h.h2));
         }
     }
 
     /// Adds an item by its 64-bit hash, which must be well mixed; interpreted
-    /// by the hash mode (see HllHashMode). Any value is valid.
+    /// by the hash mode (see HllHashMode; mode datasketches: register = low p
+    /// bits, rank = min(leading zeros, 62) + 1). Any value is valid.
     TALLY_ALWAYS_INLINE void add_hash(std::uint64_t hash) noexcept {
+        ++total_;
         std::size_t index;
         std::uint8_t rank;
         if (TALLY_LIKELY(mode_ == HashMode::tally)) {
             index = static_cast<std::size_t>(hash >> (64 - p_));
             // The low p bits are shifted-in zeros; bit p - 1 caps the count at 64 - p.
             rank = static_cast<std::uint8_t>(std::countl_zero((hash << p_) | (std::uint64_t{1} << (p_ - 1))) + 1);
-        } else {
-            index = static_cast<std::size_t>(hash & (registers_.size() - 1));
+        } else if (mode_ == HashMode::redis) {
+            index = static_cast<std::size_t>(hash & (register_count() - 1));
             rank = static_cast<std::uint8_t>(std::countr_zero((hash >> p_) | (std::uint64_t{1} << (64 - p_))) + 1);
+        } else {
+            index = static_cast<std::size_t>(hash & (register_count() - 1));
+            rank = detail::ds_hll_rank(hash);
         }
-        std::uint8_t& reg = registers_[index];
-        if (rank > reg) reg = rank;
+        update_register(index, rank);
     }
 
-    /// Resets to the empty sketch, keeping precision and mode.
-    void clear() noexcept { std::fill(registers_.begin(), registers_.end(), std::uint8_t{0}); }
+    /// Resets to the empty sketch (HIP estimator, total() 0), keeping
+    /// precision, mode and the register memory.
+    void clear() noexcept {
+        std::fill(registers_.begin(), registers_.end(), std::uint8_t{0});
+        reset_state();
+    }
 
     // ---- queries (const, thread-safe among themselves) ---------------------
 
-    /// Ertl's improved estimate of the number of distinct items added. O(m).
-    double estimate() const noexcept {
-        std::uint32_t c[64];
-        histogram(c);
-        const int q = 64 - p_;
-        const double m = static_cast<double>(registers_.size());
+    /// The estimated number of distinct items: HIP while estimator() == hip,
+    /// else ertl_estimate(). O(1).
+    [[nodiscard]] double estimate() const noexcept { return hip_valid_ ? hip_ : ertl_estimate(); }
+
+    /// Which estimator estimate() uses.
+    [[nodiscard]] Estimator estimator() const noexcept { return hip_valid_ ? Estimator::hip : Estimator::ertl; }
+
+    /// Ertl's improved estimate from the register histogram, whatever the
+    /// history (O(64)). For the same registers its value rounded half away
+    /// from zero equals Redis's PFCOUNT.
+    [[nodiscard]] double ertl_estimate() const noexcept {
+        const std::uint32_t* c = hist_;
+        const int q = max_rank(p_, mode_) - 1;
+        const double m = static_cast<double>(register_count());
         // Same operation order as Redis's hllCount, so that rounding this
         // value reproduces PFCOUNT bit for bit.
         double z = m * detail::hll_tau((m - c[q + 1]) / m);
-        for (int k = q; k >= 1; --k) {
+        int top = q;
+        if (z == 0.0)  // 0 + 0 halved stays exactly 0: skip the empty top of the histogram
+            while (top >= 1 && c[top] == 0) --top;
+        for (int k = top; k >= 1; --k) {
             z += c[k];
             z *= 0.5;
         }
@@ -213,33 +227,55 @@ class HyperLogLog {
         return alpha_inf * m * m / z;
     }
 
-    /// 1.04 / sqrt(m): the relative standard error of estimate().
-    double relative_standard_error() const noexcept {
-        return 1.04 / std::sqrt(static_cast<double>(registers_.size()));
+    /// The relative standard error of estimate(): sqrt(ln 2) / sqrt(m) for
+    /// HIP (the HIP asymptote of Ting 2014), 1.04 / sqrt(m) for Ertl.
+    [[nodiscard]] double relative_standard_error() const noexcept {
+        const double factor = hip_valid_ ? 0.8325546111576977 : 1.04;
+        return factor / std::sqrt(static_cast<double>(register_count()));
     }
 
-    int precision() const noexcept { return p_; }
-    HashMode hash_mode() const noexcept { return mode_; }
-    std::size_t register_count() const noexcept { return registers_.size(); }
-    /// Register values, each in 0 .. 64 - p + 1.
-    std::span<const std::uint8_t> registers() const noexcept { return registers_; }
-    bool empty() const noexcept {
-        return std::all_of(registers_.begin(), registers_.end(), [](std::uint8_t r) { return r == 0; });
+    [[nodiscard]] int precision() const noexcept { return p_; }
+    [[nodiscard]] HashMode hash_mode() const noexcept { return mode_; }
+    [[nodiscard]] std::size_t register_count() const noexcept { return std::size_t{1} << p_; }
+    /// Register values, each in 0 .. max_rank (64 - p + 1; 63 in mode datasketches).
+    [[nodiscard]] std::span<const std::uint8_t> registers() const noexcept {
+        return registers_.empty() ? std::span<const std::uint8_t>(detail::hll_zero_registers, register_count())
+                                  : std::span<const std::uint8_t>(registers_);
     }
-    std::size_t memory_bytes() const noexcept { return sizeof(*this) + registers_.capacity(); }
+    /// Number of registers equal to k, k in 0..63 (kept up to date on add).
+    [[nodiscard]] std::uint32_t registers_equal_to(int k) const noexcept {
+        return k >= 0 && k < 64 ? hist_[k] : 0;
+    }
+    /// The largest register value of this precision and mode.
+    [[nodiscard]] int max_rank() const noexcept { return max_rank(p_, mode_); }
+    /// True when no register is set (nothing was added, or only empty strings
+    /// in mode datasketches).
+    [[nodiscard]] bool empty() const noexcept { return hist_[0] == register_count(); }
+    /// Number of add/add_hash calls that hashed an item, summed over merges
+    /// (saturating). Decoded Redis and DataSketches sketches and tally format
+    /// version 1 do not record it and start at 0.
+    [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
+    [[nodiscard]] std::size_t memory_bytes() const noexcept { return sizeof(*this) + registers_.capacity(); }
 
+    /// Same precision, mode and registers (the estimator state may differ).
     friend bool operator==(const HyperLogLog& a, const HyperLogLog& b) noexcept {
-        return a.p_ == b.p_ && a.mode_ == b.mode_ && a.registers_ == b.registers_;
+        if (a.p_ != b.p_ || a.mode_ != b.mode_) return false;
+        const auto ra = a.registers();
+        const auto rb = b.registers();
+        return std::equal(ra.begin(), ra.end(), rb.begin());
     }
 
     // ---- merging -----------------------------------------------------------
 
     /// Same precision and hash mode. (Fold a larger precision with reduce().)
-    bool mergeable_with(const HyperLogLog& other) const noexcept { return p_ == other.p_ && mode_ == other.mode_; }
+    [[nodiscard]] bool mergeable_with(const HyperLogLog& other) const noexcept {
+        return p_ == other.p_ && mode_ == other.mode_;
+    }
 
     /// Register-wise maximum: afterwards *this is exactly the sketch of the
-    /// union. Throws std::invalid_argument (and changes nothing) unless
-    /// mergeable_with(other). Not thread-safe for *this.
+    /// union, and estimator() is ertl (unless one side was empty: then the
+    /// other's state is kept). Throws std::invalid_argument (and changes
+    /// nothing) unless mergeable_with(other). Not thread-safe for *this.
     HyperLogLog& merge(const HyperLogLog& other) {
         if (p_ != other.p_)
             detail::throw_invalid_argument("tally::HyperLogLog::merge: precision " + std::to_string(other.p_) +
@@ -248,23 +284,39 @@ class HyperLogLog {
         if (mode_ != other.mode_)
             detail::throw_invalid_argument(std::string("tally::HyperLogLog::merge: hash mode ") +
                                            mode_name(other.mode_) + " does not match " + mode_name(mode_));
+        if (this == &other) {
+            total_ = detail::sat_add(total_, total_);
+            return *this;
+        }
+        const std::uint64_t total = detail::sat_add(total_, other.total_);
+        if (other.empty()) {
+            total_ = total;
+            return *this;
+        }
+        if (empty()) {
+            *this = other;
+            total_ = total;
+            return *this;
+        }
         std::uint8_t* a = registers_.data();
         const std::uint8_t* b = other.registers_.data();
         const std::size_t m = registers_.size();
         for (std::size_t i = 0; i < m; ++i) a[i] = a[i] < b[i] ? b[i] : a[i];  // vectorizes
+        rebuild_from_registers();
+        hip_valid_ = false;
+        total_ = total;
         return *this;
     }
 
     /// The sketch this one would have been at precision `precision`
     /// (4 <= precision <= this->precision()), computed exactly from the
-    /// registers: the index bits that are dropped become the leading (tally
-    /// mode) or trailing (redis mode) bits of the rank. Same hash mode.
-    HyperLogLog reduce(int precision) const {
-        if (precision < min_precision || precision > p_)
-            detail::throw_invalid_argument("tally::HyperLogLog::reduce: precision " + std::to_string(precision) +
-                                           " is out of range [" + std::to_string(min_precision) + ", " +
-                                           std::to_string(p_) + "]");
+    /// registers (estimator ertl unless the sketch is empty). Same hash mode.
+    [[nodiscard]] HyperLogLog reduce(int precision) const {
+        detail::check_range("tally::HyperLogLog::reduce", "precision", precision, min_precision, p_);
         HyperLogLog out(precision, mode_);
+        out.total_ = total_;
+        if (empty()) return out;
+        out.allocate();
         const int k = p_ - precision;
         const std::size_t low_mask = (std::size_t{1} << k) - 1;
         const std::size_t out_mask = out.registers_.size() - 1;
@@ -272,98 +324,150 @@ class HyperLogLog {
             const std::uint8_t r = registers_[i];
             if (r == 0) continue;
             std::size_t target;
-            std::size_t dropped;
             int rank;
             if (mode_ == HashMode::tally) {
                 target = i >> k;
-                dropped = i & low_mask;  // the top k bits of the new remainder
+                const std::size_t dropped = i & low_mask;  // the top k bits of the new remainder
                 rank = dropped != 0 ? k - static_cast<int>(std::bit_width(dropped)) + 1 : k + r;
-            } else {
+            } else if (mode_ == HashMode::redis) {
                 target = i & out_mask;
-                dropped = i >> precision;  // the low k bits of the new remainder
+                const std::size_t dropped = i >> precision;  // the low k bits of the new remainder
                 rank = dropped != 0 ? std::countr_zero(dropped) + 1 : k + r;
+            } else {
+                target = i & out_mask;  // the rank comes from the other half of the hash
+                rank = r;
             }
             std::uint8_t& reg = out.registers_[target];
             if (rank > reg) reg = static_cast<std::uint8_t>(rank);
         }
+        out.rebuild_from_registers();
+        out.hip_valid_ = false;
         return out;
     }
 
     // ---- tally serialization -----------------------------------------------
 
-    std::vector<std::byte> serialize() const {
-        const std::size_t m = registers_.size();
+    /// Format version 2 (docs/hyperloglog.md): precision, mode, the HIP state
+    /// and total(), then the registers as a sparse list or 6-bit dense array,
+    /// whichever is shorter.
+    [[nodiscard]] std::vector<std::byte> serialize() const {
+        const std::size_t m = register_count();
         const std::size_t dense_bytes = m * 6 / 8;
+        const auto regs = registers();
         // Size of the sparse form, computed first so we write only the shorter.
         std::size_t nonzero = 0;
         std::size_t sparse_bytes = 0;
         std::size_t prev = 0;
-        for (std::size_t i = 0; i < m; ++i) {
-            if (registers_[i] == 0) continue;
-            const std::size_t gap = nonzero == 0 ? i : i - prev - 1;
-            sparse_bytes += varint_size(gap) + 1;
-            prev = i;
-            ++nonzero;
+        if (!empty()) {
+            for (std::size_t i = 0; i < m; ++i) {
+                if (regs[i] == 0) continue;
+                const std::size_t gap = nonzero == 0 ? i : i - prev - 1;
+                sparse_bytes += varint_size(gap) + 1;
+                prev = i;
+                ++nonzero;
+            }
         }
         sparse_bytes += varint_size(nonzero);
         const bool sparse = sparse_bytes < dense_bytes;
 
-        ByteWriter w(frame_header_size + 3 + (sparse ? sparse_bytes : dense_bytes));
+        ByteWriter w(frame_header_size + 12 + (hip_valid_ ? 24 : 0) + (sparse ? sparse_bytes : dense_bytes));
         w.header(Family::hyperloglog, format_version);
         w.u8(static_cast<std::uint8_t>(p_));
         w.u8(static_cast<std::uint8_t>(mode_));
         w.u8(sparse ? 1 : 0);
+        w.u8(hip_valid_ ? 1 : 0);
+        w.u64(total_);
+        if (hip_valid_) {
+            w.f64(hip_);
+            w.f64(kxq0_);
+            w.f64(kxq1_);
+        }
         if (sparse) {
             w.varint(nonzero);
             std::size_t n = 0;
-            for (std::size_t i = 0; i < m; ++i) {
-                if (registers_[i] == 0) continue;
+            for (std::size_t i = 0; i < m && n < nonzero; ++i) {
+                if (regs[i] == 0) continue;
                 w.varint(n == 0 ? i : i - prev - 1);
-                w.u8(registers_[i]);
+                w.u8(regs[i]);
                 prev = i;
                 ++n;
             }
         } else {
             std::vector<unsigned char> packed(dense_bytes, 0);
-            detail::pack6(registers_.data(), m, packed.data());
+            detail::pack6(regs.data(), m, packed.data());
             w.bytes(packed.data(), packed.size());
         }
         return w.take();
     }
 
-    /// Throws tally::FormatError for anything but a valid encoding.
-    static HyperLogLog deserialize(std::span<const std::byte> bytes) {
+    /// Decodes format version 1 or 2. Every length is checked against the
+    /// bytes present before anything is allocated, and an empty sketch
+    /// allocates no registers. Throws tally::FormatError for anything but a
+    /// valid encoding.
+    [[nodiscard]] static HyperLogLog deserialize(std::span<const std::byte> bytes) {
         ByteReader r(bytes);
-        r.header(Family::hyperloglog, format_version);
+        const std::uint8_t version = r.header(Family::hyperloglog, format_version);
         const int p = r.u8();
         if (p < min_precision || p > max_precision)
-            detail::throw_format_error("tally::HyperLogLog: precision " + std::to_string(p) + " is out of range [4, 18]");
+            detail::throw_format_error(
+                detail::out_of_range_message("tally::HyperLogLog::deserialize", "precision", p, 4, 18));
         const std::uint8_t mode = r.u8();
-        format_check(mode <= 1, "HyperLogLog: unknown hash mode");
+        format_check(mode <= 2 && (version >= 2 || mode <= 1), "HyperLogLog: unknown hash mode");
         const std::uint8_t encoding = r.u8();
         format_check(encoding <= 1, "HyperLogLog: unknown register encoding");
+        bool hip = false;
+        std::uint64_t total = 0;
+        double hip_value = 0, kxq0 = 0, kxq1 = 0;
+        if (version >= 2) {
+            const std::uint8_t flags = r.u8();
+            format_check(flags <= 1, "HyperLogLog: unknown flags");
+            hip = flags == 1;
+            total = r.u64();
+            if (hip) {
+                hip_value = r.f64();
+                kxq0 = r.f64();
+                kxq1 = r.f64();
+            }
+        }
+        const std::size_t m = std::size_t{1} << p;
+        const std::uint8_t top = static_cast<std::uint8_t>(max_rank(p, static_cast<HashMode>(mode)));
         HyperLogLog out(p, static_cast<HashMode>(mode));
-        const std::size_t m = out.registers_.size();
-        const std::uint8_t max_rank = static_cast<std::uint8_t>(64 - p + 1);
         if (encoding == 0) {
-            const auto packed = r.bytes(m * 6 / 8);
+            const auto packed = r.bytes(m * 6 / 8);  // checked before the registers are allocated
+            out.allocate();
             detail::unpack6(reinterpret_cast<const unsigned char*>(packed.data()), m, out.registers_.data());
             for (const std::uint8_t v : out.registers_)
-                format_check(v <= max_rank, "HyperLogLog: register value exceeds 64 - p + 1");
+                format_check(v <= top, "HyperLogLog: register value exceeds the maximum rank");
         } else {
             const std::uint64_t k = r.count(r.varint(), 2, m, "HyperLogLog non-zero register");
-            std::size_t next = 0;  // smallest index the next entry may take
+            if (k != 0) out.allocate();  // k entries of >= 2 bytes each are present
+            std::size_t next = 0;        // smallest index the next entry may take
             for (std::uint64_t j = 0; j < k; ++j) {
                 const std::uint64_t gap = r.varint();
                 format_check(gap < m - next, "HyperLogLog: sparse register index out of range");
                 const std::size_t index = next + static_cast<std::size_t>(gap);
                 const std::uint8_t v = r.u8();
-                format_check(v >= 1 && v <= max_rank, "HyperLogLog: sparse register value out of range");
+                format_check(v >= 1 && v <= top, "HyperLogLog: sparse register value out of range");
                 out.registers_[index] = v;
                 next = index + 1;
             }
         }
         r.expect_end();
+        out.rebuild_from_registers();
+        out.total_ = total;
+        out.hip_valid_ = hip;
+        if (hip) {
+            // The stored kxq must be the registers' sum of 2^-r (up to rounding of
+            // its incremental updates), and the HIP estimate finite and >= 0.
+            const double sum = out.kxq0_ + out.kxq1_;
+            format_check(std::isfinite(hip_value) && hip_value >= 0 && std::isfinite(kxq0) && std::isfinite(kxq1) &&
+                             std::abs((kxq0 + kxq1) - sum) <= 1e-9 * sum,
+                         "HyperLogLog: HIP state does not match the registers");
+            format_check(!out.empty() || hip_value == 0, "HyperLogLog: HIP estimate of an empty sketch is not 0");
+            out.hip_ = hip_value;
+            out.kxq0_ = kxq0;
+            out.kxq1_ = kxq1;
+        }
         return out;
     }
 
@@ -375,7 +479,7 @@ class HyperLogLog {
     /// precision() == 14 (reduce() a larger sketch first). Any hash mode
     /// exports, but only HashMode::redis registers line up with Redis's own
     /// PFADD of the same elements.
-    std::string to_redis() const {
+    [[nodiscard]] std::string to_redis() const {
         if (p_ != redis_precision)
             detail::throw_invalid_argument("tally::HyperLogLog::to_redis: precision " + std::to_string(p_) +
                                            " is not Redis's 14 (reduce() a larger sketch to 14 first)");
@@ -383,19 +487,19 @@ class HyperLogLog {
         std::memcpy(s.data(), "HYLL", 4);
         s[4] = static_cast<char>(detail::redis_hll_dense);
         s[15] = static_cast<char>(0x80);  // card[7] bit 7: cached cardinality invalid
-        detail::pack6(registers_.data(), registers_.size(),
+        detail::pack6(registers().data(), register_count(),
                       reinterpret_cast<unsigned char*>(s.data()) + detail::redis_hll_header);
         return s;
     }
 
     /// Parses a Redis HYLL string (dense or sparse), as returned by GET on a
-    /// key that PFADD/PFMERGE built, into a p = 14 HashMode::redis sketch.
-    /// The three unused header bytes and the cached cardinality are ignored,
-    /// as Redis ignores them. Throws tally::FormatError on a bad magic, an
-    /// unknown encoding, a dense string of the wrong size, a register above
-    /// 51, sparse runs that overflow or fall short of 16384 registers, or a
-    /// truncated opcode.
-    static HyperLogLog from_redis(std::string_view s) {
+    /// key that PFADD/PFMERGE built, into a p = 14 HashMode::redis sketch
+    /// (estimator ertl). The three unused header bytes and the cached
+    /// cardinality are ignored, as Redis ignores them. Throws
+    /// tally::FormatError on a bad magic, an unknown encoding, a dense string
+    /// of the wrong size, a register above 51, sparse runs that overflow or
+    /// fall short of 16384 registers, or a truncated opcode.
+    [[nodiscard]] static HyperLogLog from_redis(std::string_view s) {
         using namespace detail;
         if (s.size() < redis_hll_header)
             throw_format_error("tally::HyperLogLog::from_redis: truncated header (" + std::to_string(s.size()) +
@@ -404,16 +508,17 @@ class HyperLogLog {
             throw_format_error("tally::HyperLogLog::from_redis: bad magic (expected \"HYLL\")");
         const auto encoding = static_cast<std::uint8_t>(s[4]);
         HyperLogLog out = redis_compatible();
-        const std::size_t m = out.registers_.size();
-        const std::uint8_t max_rank = 64 - redis_hll_p + 1;
+        const std::size_t m = out.register_count();
+        const std::uint8_t top = 64 - redis_hll_p + 1;
         const auto* in = reinterpret_cast<const unsigned char*>(s.data());
         if (encoding == redis_hll_dense) {
             if (s.size() != redis_hll_dense_size)
                 throw_format_error("tally::HyperLogLog::from_redis: dense string is " + std::to_string(s.size()) +
                                    " bytes, not 12304");
+            out.allocate();
             unpack6(in + redis_hll_header, m, out.registers_.data());
             for (const std::uint8_t v : out.registers_)
-                if (v > max_rank)
+                if (v > top)
                     throw_format_error("tally::HyperLogLog::from_redis: register value " + std::to_string(v) +
                                        " exceeds 51");
         } else if (encoding == redis_hll_sparse) {
@@ -437,7 +542,10 @@ class HyperLogLog {
                 }
                 if (run > m - index)
                     throw_format_error("tally::HyperLogLog::from_redis: sparse runs overflow 16384 registers");
-                if (value != 0) std::fill_n(out.registers_.begin() + static_cast<std::ptrdiff_t>(index), run, value);
+                if (value != 0) {
+                    out.allocate();
+                    std::fill_n(out.registers_.begin() + static_cast<std::ptrdiff_t>(index), run, value);
+                }
                 index += run;
             }
             if (index != m)
@@ -447,6 +555,8 @@ class HyperLogLog {
             throw_format_error("tally::HyperLogLog::from_redis: bad encoding " + std::to_string(encoding) +
                                " (expected 0 dense or 1 sparse)");
         }
+        out.rebuild_from_registers();
+        out.hip_valid_ = out.empty();
         return out;
     }
 
@@ -454,7 +564,7 @@ class HyperLogLog {
     /// bytes); add_hash(redis_hash_of(x)) in redis mode is PFADD k x.
     template <class T>
         requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
-    static std::uint64_t redis_hash_of(const T& item) noexcept {
+    [[nodiscard]] static std::uint64_t redis_hash_of(const T& item) noexcept {
         using D = std::decay_t<T>;
         if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
             const char* s = item;
@@ -476,15 +586,67 @@ class HyperLogLog {
         }
     }
 
+    // ---- Apache DataSketches interop ---------------------------------------
+
+    /// The sketch as Apache DataSketches HllSketch bytes (compact, serial
+    /// version 1) of target type `type`: HLL mode, or the 8-byte empty form.
+    /// The HIP state travels (out-of-order flag set after a merge). Only
+    /// HashMode::datasketches registers line up with DataSketches' own
+    /// hashing of the same items; other modes export registers only.
+    [[nodiscard]] std::vector<std::byte> to_datasketches(DataSketchesHll type = DataSketchesHll::hll_8) const {
+        detail::DsHllState st;
+        st.lg_k = p_;
+        st.registers = registers();
+        st.empty = empty();
+        st.out_of_order = !hip_valid_;
+        st.hip = hip_valid_ ? hip_ : 0.0;
+        st.kxq0 = kxq0_;
+        st.kxq1 = kxq1_;
+        st.zeros = hist_[0];
+        return detail::ds_hll_encode(st, type);
+    }
+
+    /// Reads any HllSketch image DataSketches writes (LIST, SET or HLL mode;
+    /// HLL_4, HLL_6 or HLL_8; compact or updatable) with lg_k in [4, 18] into
+    /// a HashMode::datasketches sketch. LIST/SET coupons are replayed in
+    /// order (estimator hip); an HLL image keeps its HIP state unless its
+    /// out-of-order flag is set (estimator ertl). Throws tally::FormatError
+    /// on malformed bytes and on lg_k outside [4, 18].
+    [[nodiscard]] static HyperLogLog from_datasketches(std::span<const std::byte> bytes) {
+        detail::DsHllImage img = detail::ds_hll_decode(bytes, min_precision, max_precision);
+        HyperLogLog out(img.lg_k, HashMode::datasketches);
+        if (img.mode == detail::DsHllMode::hll) {
+            if (!img.registers.empty()) {
+                out.registers_ = std::move(img.registers);
+                out.rebuild_from_registers();
+            }
+            out.hip_valid_ = !img.out_of_order || out.empty();
+            if (!img.out_of_order) {
+                out.hip_ = img.hip;
+                out.kxq0_ = img.kxq0;
+                out.kxq1_ = img.kxq1;
+            }
+        } else {
+            for (const std::uint32_t c : img.coupons)
+                out.update_register(c & (out.register_count() - 1), static_cast<std::uint8_t>(c >> 26));
+            out.hip_valid_ = !img.out_of_order || out.empty();
+        }
+        return out;
+    }
+
   private:
-    static int check_precision(int precision) {
-        if (precision < min_precision || precision > max_precision)
-            detail::throw_invalid_argument("tally::HyperLogLog: precision " + std::to_string(precision) +
-                                           " is out of range [4, 18]");
+    static int check_precision(int precision, const char* who) {
+        detail::check_range(who, "precision", precision, min_precision, max_precision);
         return precision;
     }
 
-    static const char* mode_name(HashMode mode) noexcept { return mode == HashMode::tally ? "tally" : "redis"; }
+    static constexpr int max_rank(int p, HashMode mode) noexcept {
+        return mode == HashMode::datasketches ? detail::ds_hll_max_rank : 64 - p + 1;
+    }
+
+    static const char* mode_name(HashMode mode) noexcept {
+        return mode == HashMode::tally ? "tally" : mode == HashMode::redis ? "redis" : "datasketches";
+    }
 
     static std::size_t varint_size(std::size_t v) noexcept {
         std::size_t n = 1;
@@ -495,17 +657,60 @@ class HyperLogLog {
         return n;
     }
 
-    // c[k] = number of registers equal to k. Four interleaved tables keep
-    // runs of equal registers from serializing on one counter, and all-zero
-    // 8-byte words (common in sparse sketches) are counted in one step.
-    void histogram(std::uint32_t (&c)[64]) const noexcept {
+    void reset_state() noexcept {
+        std::fill(std::begin(hist_), std::end(hist_), 0u);
+        hist_[0] = static_cast<std::uint32_t>(register_count());
+        hip_valid_ = true;
+        hip_ = 0.0;
+        kxq0_ = static_cast<double>(register_count());
+        kxq1_ = 0.0;
+        total_ = 0;
+    }
+
+    // The register array is allocated on the first add (an allocation failure
+    // there terminates, as add is noexcept).
+    void allocate() {
+        if (registers_.empty()) registers_.assign(register_count(), 0);
+    }
+
+    TALLY_ALWAYS_INLINE void update_register(std::size_t index, std::uint8_t rank) noexcept {
+        if (TALLY_UNLIKELY(registers_.empty())) allocate();
+        std::uint8_t& reg = registers_[index];
+        if (rank > reg) {
+            raise(reg, rank);
+            reg = rank;
+        }
+    }
+
+    // One register goes from `from` to `to`: the HIP increment is 1 / (the
+    // probability that the next distinct item changes some register) =
+    // m / sum_j 2^-R_j, taken before the change; then the histogram and the
+    // two-part sum (values < 32 and >= 32, as DataSketches keeps it, so that
+    // an imported HIP state continues exactly) follow.
+    void raise(std::uint8_t from, std::uint8_t to) noexcept {
+        if (hip_valid_) hip_ += static_cast<double>(register_count()) / (kxq0_ + kxq1_);
+        --hist_[from];
+        ++hist_[to];
+        if (from < 32)
+            kxq0_ -= detail::ds_inv_pow2(from);
+        else
+            kxq1_ -= detail::ds_inv_pow2(from);
+        if (to < 32)
+            kxq0_ += detail::ds_inv_pow2(to);
+        else
+            kxq1_ += detail::ds_inv_pow2(to);
+    }
+
+    // Histogram and kxq from the registers, after a bulk change.
+    void rebuild_from_registers() noexcept {
         std::uint32_t h[4][64] = {};
-        const std::uint8_t* r = registers_.data();
-        const std::size_t m = registers_.size();  // a multiple of 16
+        const auto regs = registers();
+        const std::uint8_t* r = regs.data();
+        const std::size_t m = regs.size();  // a multiple of 16
         for (std::size_t i = 0; i < m; i += 8) {
             std::uint64_t word;
             std::memcpy(&word, r + i, 8);
-            if (word == 0) {
+            if (word == 0) {  // all-zero words are common in sparse sketches
                 h[0][0] += 8;
                 continue;
             }
@@ -518,12 +723,26 @@ class HyperLogLog {
             ++h[2][r[i + 6] & 63];
             ++h[3][r[i + 7] & 63];
         }
-        for (int k = 0; k < 64; ++k) c[k] = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+        kxq0_ = 0;
+        kxq1_ = 0;
+        for (int k = 0; k < 64; ++k) {
+            hist_[k] = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+            if (k < 32)
+                kxq0_ += hist_[k] * detail::ds_inv_pow2(k);
+            else
+                kxq1_ += hist_[k] * detail::ds_inv_pow2(k);
+        }
     }
 
     int p_;
-    HashMode mode_ = HashMode::tally;
-    std::vector<std::uint8_t> registers_;
+    HashMode mode_;
+    bool hip_valid_ = true;
+    std::uint32_t hist_[64];  // hist_[k] = number of registers equal to k
+    double hip_ = 0.0;
+    double kxq0_ = 0.0;  // sum of 2^-R over registers R < 32
+    double kxq1_ = 0.0;  // ... and R >= 32
+    std::uint64_t total_ = 0;
+    std::vector<std::uint8_t> registers_;  // empty until the first add
 };
 
 static_assert(MergeableSummary<HyperLogLog>);

@@ -20,92 +20,32 @@
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
 #include "../detail/reservoir_random.hpp"
+#include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
 namespace tally {
 
-/// Reservoir<T>: a uniform sample without replacement of k items from a
-/// stream of unknown length.
-///
-/// Semantics are Vitter's Algorithm R (every item of the stream is in the
-/// sample with the same probability); the implementation skips with Li's
-/// Algorithm L (K.-H. Li, "Reservoir-Sampling Algorithms of Time Complexity
-/// O(n(1+log(N/n)))", ACM TOMS 20(4), 1994): it draws how many items to skip,
-/// a geometric variable whose parameter W is the largest of the k smallest
-/// of n uniform keys. `add` of a skipped item is one increment and one
-/// compare; `add_range` over a random-access range jumps over skipped items
-/// without touching them. The expected number of random draws is
-/// O(k (1 + log(n/k))) instead of Algorithm R's n.
-///
-/// Dense phase: an Algorithm L acceptance costs four transcendental
-/// functions (~45 ns here), an Algorithm R step one bounded draw (~3 ns), so
-/// while more than about 1 item in 16 is accepted R is cheaper. The
-/// reservoir therefore runs Algorithm R until n = 16 k (dense_factor), then
-/// draws W from its exact law at that n, Beta(k, n - k + 1), and skips from
-/// there on. Both phases keep the sample exactly uniform; the switch is the
-/// same re-derivation of W that merge uses.
+/// A uniform random sample without replacement of k items from a stream of
+/// unknown length: Vitter's Algorithm R semantics, skipping with Li's
+/// Algorithm L (K.-H. Li, "Reservoir-sampling algorithms of time complexity
+/// O(n(1 + log(N/n)))", ACM TOMS 20(4), 1994) once n >= 16 k.
 ///
 /// Guarantee (exact, given an ideal generator): after n items,
-///     size() == min(k, n)   and   P(item i is in sample()) = min(k, n) / n
-/// for every i, and every min(k, n)-subset is equally likely. The same seed
-/// and the same items give the same sample on every platform (the generator
-/// is our own xoshiro256**, see detail/reservoir_random.hpp).
+///     size() == min(k, n)   and   P(item i is in sample()) = min(k, n) / n,
+/// every min(k, n)-subset equally likely. Same seed and items, same sample
+/// on every platform. merge() leaves a uniform sample of the union stream
+/// (hypergeometric split, then Algorithm L's W redrawn from its exact law);
+/// the merge laws hold in distribution.
 ///
-/// Merge: `a.merge(b)` for reservoirs over streams of n1 and n2 items leaves
-/// in `a` a uniform sample of min(k, n1 + n2) items of the union stream:
-/// the number j taken from a's side is drawn hypergeometrically (as if
-/// drawing min(k, n1 + n2) items without replacement from the n1 + n2), then
-/// a uniform j-subset of a's sample and a uniform subset of b's. Algorithm
-/// L's threshold W is then drawn afresh from its exact law at n = n1 + n2,
-/// Beta(k, n - k + 1), which is independent of which items are held, so later
-/// `add`s stay uniform over the whole union stream (below n = 16 k no W is
-/// needed: the dense phase continues). The draws use the
-/// target's generator, so the merge laws hold in distribution: merge is
-/// commutative and associative in distribution; merging an empty reservoir
-/// changes nothing (exactly), and merging into an empty one copies the
-/// other's sample, count and skip state (its own generator is kept).
-/// Mergeable when k is the same (T is the same by type). seen() saturates
-/// at 2^64 - 1 items.
+/// Cost: add is O(1), a skipped item one increment and compare; add_range
+/// jumps over skipped items; O(k (1 + log(n/k))) random draws in all.
+/// Memory: min(k, n) items plus 72 bytes; memory_bytes().
+/// Thread safety: const methods may run concurrently; add, add_range, merge
+/// and clear need exclusive access. Details: docs/reservoir.md.
 ///
-/// Memory: min(k, n) items in a std::vector plus 72 bytes (count, next
-/// index to examine, W, generator state). Nothing is allocated up front.
-///
-/// Thread safety: none inside. Const methods (sample, seen, k, size,
-/// mergeable_with, serialize) may run concurrently with each other; add,
-/// add_range and merge need exclusive access. For sharded ingestion give
-/// each thread its own reservoir (with its own seed) and merge them.
-///
-/// Errors: k outside [1, 4294967295] throws std::invalid_argument; merging
-/// reservoirs of different k throws std::invalid_argument and leaves the
-/// target unchanged; bad bytes throw tally::FormatError. `add` is noexcept
-/// when T's copy (or move) is; an allocation failure while the sample is
-/// still growing to k items then terminates, as in any noexcept function.
-///
-/// Example:
 ///     tally::Reservoir<std::uint64_t> r(/*k=*/100, /*seed=*/42);
 ///     for (std::uint64_t id : request_ids) r.add(id);
 ///     for (std::uint64_t id : r.sample()) audit(id);   // 100 uniform picks
-///
-/// Wire format (Family::reservoir, version 1), after the 8-byte frame header:
-///
-///   offset size  field
-///   8      1     item encoding: 1 = fixed-size (trivially copyable T), 2 = string
-///   9      4     item size in bytes (sizeof(T); 0 for strings)
-///   13     8     k, in [1, 4294967295]
-///   21     8     seen: items offered so far (n)
-///   29     8     next: stream index of the next item to examine;
-///                equals seen while seen < 16 k (filling, then dense
-///                Algorithm R), >= seen after (skipping)
-///   37     8     W as f64: 0 while seen < 16 k, in (0, 1] after
-///   45     32    generator state: four u64 words of xoshiro256**, not all zero
-///   77     8     m: sample size, must equal min(k, seen)
-///   85     ...   m items: fixed-size items as sizeof(T) bytes (arithmetic
-///                types little-endian, other types their native object
-///                representation); strings as u32 length + bytes
-///
-/// The generator state is part of the format, so a deserialised reservoir
-/// continues exactly as the original would have: same skips, same
-/// replacements, same merges.
 template <class T>
 class Reservoir {
     static_assert(!std::is_same_v<T, bool>, "tally::Reservoir<bool>: std::vector<bool> cannot back a span; use std::uint8_t");
@@ -113,19 +53,16 @@ class Reservoir {
   public:
     using value_type = T;
     /// The largest k accepted (the wire format checks k against it too).
-    static constexpr std::uint64_t max_k = 0xFFFFFFFFull;
-    static constexpr std::uint8_t format_version = 1;
+    static constexpr std::uint64_t max_k = detail::reservoir_max_k;
+    static constexpr std::uint8_t format_version = 2;
     /// Items per slot (n / k) below which the reservoir runs Algorithm R;
     /// part of the format's invariants.
     static constexpr std::uint64_t dense_factor = 16;
 
     /// A reservoir that keeps `k` items, its generator seeded with `seed`.
     /// Throws std::invalid_argument unless 1 <= k <= max_k.
-    Reservoir(std::size_t k, std::uint64_t seed) : k_(static_cast<std::uint64_t>(k)), rng_(seed) {
-        if (k_ == 0 || k_ > max_k)
-            detail::throw_invalid_argument("tally::Reservoir: k " + std::to_string(k) + " is out of range [1, " +
-                                           std::to_string(max_k) + "]");
-    }
+    Reservoir(std::size_t k, std::uint64_t seed)
+        : k_(detail::checked_reservoir_k("tally::Reservoir::Reservoir", k)), rng_(seed) {}
 
     /// Offers one item. O(1); a skipped item costs one increment and one compare.
     TALLY_ALWAYS_INLINE void add(const T& item) noexcept(nothrow_copy) { offer(item); }
@@ -176,24 +113,35 @@ class Reservoir {
         }
     }
 
-    /// The sample: min(k, seen()) items, in no particular order.
-    std::span<const T> sample() const noexcept { return sample_; }
-    /// Items offered so far (including those merged in).
-    std::uint64_t seen() const noexcept { return seen_; }
-    /// Capacity of the sample.
-    std::size_t k() const noexcept { return static_cast<std::size_t>(k_); }
-    std::size_t size() const noexcept { return sample_.size(); }
-    bool empty() const noexcept { return seen_ == 0; }
+    /// Forgets the stream; keeps k and the generator's state.
+    void clear() noexcept {
+        sample_.clear();
+        seen_ = 0;
+        next_ = 0;
+        w_ = 0.0;
+    }
 
-    bool mergeable_with(const Reservoir& other) const noexcept { return k_ == other.k_; }
+    /// The sample: min(k, total()) items, in no particular order.
+    [[nodiscard]] std::span<const T> sample() const noexcept { return sample_; }
+    /// Items offered so far (including those merged in), saturating at 2^64 - 1.
+    [[nodiscard]] std::uint64_t total() const noexcept { return seen_; }
+    [[deprecated("use total()")]] [[nodiscard]] std::uint64_t seen() const noexcept { return seen_; }
+    /// Capacity of the sample.
+    [[nodiscard]] std::size_t k() const noexcept { return static_cast<std::size_t>(k_); }
+    [[nodiscard]] std::size_t size() const noexcept { return sample_.size(); }
+    [[nodiscard]] bool empty() const noexcept { return seen_ == 0; }
+    /// This object, the sample's storage and, for std::string, the strings' heap buffers.
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return sizeof(*this) + detail::items_memory_bytes(sample_);
+    }
+
+    [[nodiscard]] bool mergeable_with(const Reservoir& other) const noexcept { return k_ == other.k_; }
 
     /// Replaces this sample by a uniform sample of min(k, n1 + n2) items of
     /// both streams (see the class comment). Throws std::invalid_argument,
     /// leaving *this unchanged, if k differs.
     Reservoir& merge(const Reservoir& other) {
-        if (!mergeable_with(other))
-            detail::throw_invalid_argument("tally::Reservoir::merge: k " + std::to_string(k_) +
-                                           " does not match the other reservoir's k " + std::to_string(other.k_));
+        detail::check_same_k("tally::Reservoir::merge", k_, other.k_);
         if (other.seen_ == 0) return *this;
         if (this == &other) {
             const Reservoir copy = other;
@@ -270,14 +218,14 @@ class Reservoir {
         return *this;
     }
 
-    /// The bytes documented in the class comment.
-    std::vector<std::byte> serialize() const
+    /// The bytes documented in docs/reservoir.md (version 2).
+    [[nodiscard]] std::vector<std::byte> serialize() const
         requires detail::ReservoirSerializable<T>
     {
-        using Codec = detail::ReservoirItemCodec<T>;
-        ByteWriter w(85 + sample_.size() * Codec::min_wire_bytes);
+        using Codec = detail::WireCodec<T>;
+        ByteWriter w(82 + sample_.size() * Codec::min_wire_bytes);
         w.header(Family::reservoir, format_version);
-        Codec::write_params(w);
+        Codec::write_descriptor(w);
         w.u64(k_);
         w.u64(seen_);
         w.u64(next_);
@@ -288,15 +236,15 @@ class Reservoir {
         return w.take();
     }
 
-    /// Reads serialize()'s bytes. Throws tally::FormatError for anything that
-    /// is not exactly a valid encoding of a Reservoir<T>.
-    static Reservoir deserialize(std::span<const std::byte> bytes)
+    /// Reads serialize()'s bytes, version 2 or 1. Throws tally::FormatError
+    /// for anything that is not exactly a valid encoding of a Reservoir<T>.
+    [[nodiscard]] static Reservoir deserialize(std::span<const std::byte> bytes)
         requires detail::ReservoirSerializable<T>
     {
-        using Codec = detail::ReservoirItemCodec<T>;
+        using Codec = detail::WireCodec<T>;
         ByteReader r(bytes);
-        r.header(Family::reservoir, format_version);
-        Codec::read_params(r, "tally::Reservoir");
+        const std::uint8_t version = r.header(Family::reservoir, format_version);
+        detail::read_item_descriptor<T>(r, version, "tally::Reservoir");
         const std::uint64_t k = r.u64();
         format_check(k >= 1 && k <= max_k, "reservoir k is out of range [1, 4294967295]");
         const std::uint64_t seen = r.u64();
@@ -329,10 +277,7 @@ class Reservoir {
     static constexpr bool nothrow_move =
         std::is_nothrow_move_constructible_v<T> && std::is_nothrow_move_assignable_v<T>;
 
-    static constexpr std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) noexcept {
-        const std::uint64_t s = a + b;
-        return s < a ? std::numeric_limits<std::uint64_t>::max() : s;
-    }
+    static constexpr std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) noexcept { return detail::sat_add(a, b); }
 
     /// W stays positive even if a product of extreme draws underflows (the
     /// skip then saturates), so the state is always one the format accepts.

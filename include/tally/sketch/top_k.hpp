@@ -1,12 +1,9 @@
-// tally/sketch/top_k.hpp: Space-Saving heavy hitters with per-item error bounds.
-//
-// TopK<T> keeps k counters and answers "which items are the most frequent,
-// and how often did each appear (within a stated interval)?". It holds every
-// item whose frequency exceeds N/k, and it merges.
+// tally/sketch/top_k.hpp: frequent items (heavy hitters) with a deterministic
+// error bound, in a flat table maintained by batch purges. Guide:
+// docs/top_k.md (guarantee proof, memory, measurements, wire format).
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -21,7 +18,11 @@
 #include <vector>
 
 #include "../core/hash.hpp"
+#include "../core/platform.hpp"
+#include "../core/seed.hpp"
 #include "../core/serialize.hpp"
+#include "../detail/item_codec.hpp"
+#include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
 namespace tally {
@@ -31,14 +32,14 @@ template <class T>
 inline constexpr bool top_k_is_string = std::is_same_v<T, std::string>;
 
 // The key types TopK<T>'s lookups accept: T itself, and for std::string
-// anything convertible to std::string_view (no string is built on a hit).
+// anything convertible to std::string_view (no string is built on a lookup).
 template <class T, class K>
 concept TopKKey = (!top_k_is_string<T> && std::is_convertible_v<const K&, const T&>) ||
                   (top_k_is_string<T> && std::is_convertible_v<const K&, std::string_view>);
 
-// Items as TopK stores them: every NaN is one item, as Hasher<float> hashes it.
-template <class T, class K>
-TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const K& b) noexcept {
+// Every NaN is one item, as Hasher<float> hashes it.
+template <class T>
+TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
     if constexpr (std::is_floating_point_v<T>) {
         return a == b || (std::isnan(a) && std::isnan(b));
     } else {
@@ -46,105 +47,46 @@ TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const K& b) noexcept {
     }
 }
 
-TALLY_ALWAYS_INLINE std::uint64_t top_k_sat_add(std::uint64_t a, std::uint64_t b) noexcept {
-    std::uint64_t r;
-    return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<std::uint64_t>::max() : r;
-}
-
 }  // namespace detail
 
-/// Space-Saving heavy hitters (Metwally, Agrawal, El Abbadi, "Efficient
-/// computation of frequent and top-k elements in data streams", ICDT 2005),
-/// weighted, with a 4-ary min-heap over the k counters and an open-addressing
-/// index from item to counter, and the merge of mergeable summaries (see below).
+/// Frequent items: Misra-Gries counters ("Finding repeated elements", Sci.
+/// Comput. Program. 2, 1982) in one open-addressed table, purged in batches
+/// at a quantile of the counts (Anderson et al., "A high-performance
+/// algorithm for identifying frequent items in data streams", IMC 2017);
+/// merged as in Agarwal et al., "Mergeable summaries", PODS 2012.
 ///
-/// Each monitored item x has a count c(x) and an error e(x). With N = total()
-/// (sum of all weights added, over every merged input) and f(x) the true
-/// frequency, TopK keeps a floor F (floor()) with:
-///     c(x) - e(x) <= f(x) <= c(x)          for every monitored x
-///     f(x) <= F                            for every unmonitored x
-///     e(x) <= F <= N / k
-/// Hence every item with f(x) > F, in particular every item with
-/// f(x) > N / k, is monitored, and every count is within N / k of the truth.
-/// estimate(x) = c(x) or F is never below f(x); lower_bound(x) never above.
+/// Guarantee (deterministic): with N = total(), f(x) the true frequency and
+/// D = error_bound(),  D <= (N - sum of held counts) / k() <= N / k(), and
+///     lower_bound(x) <= f(x) <= estimate(x) = lower_bound(x) + D,
+/// so every item with f(x) > N / k() is held (contains(x)). TopK(k) sizes
+/// the table so that k() >= k; a table of L slots holds up to 3L/4 counters
+/// and has k() = 3L/8. Merges and weighted adds keep the guarantee.
 ///
-/// Update (Space-Saving): a monitored item's count grows by the weight; a new
-/// item takes a free counter, or else evicts the minimum counter m, taking
-/// count m + w and error m, and F becomes m. The minimum is taken in a total
-/// order (count, then hash), so the evicted item never depends on layout.
+/// Cost: add is O(1) amortized (a probe; a purge every >= 3L/8 new items,
+/// O(L)). Memory: L slots of sizeof(T) + 8 bytes (std::string: 24 bytes plus
+/// the held strings' bytes), allocated as the table fills; memory_bytes().
+/// Thread safety: const methods may run concurrently; add, merge, clear need
+/// exclusive access. Lookups are noexcept; add may throw std::bad_alloc and
+/// then leaves the summary unchanged. Seed::random() for untrusted items.
 ///
-/// Merge (Agarwal, Cormode, Huang, Phillips, Wei, Yi, "Mergeable Summaries",
-/// PODS 2012 / ACM TODS 38(4) 2013, Section 2: Misra-Gries and Space-Saving
-/// summaries are isomorphic and merge with error N/k over the union; the
-/// Space-Saving form of the combine step is also Cafaro, Pulimeno, Tempesta,
-/// "A parallel space saving algorithm for frequent items and the Hurwitz zeta
-/// distribution", Information Sciences 329, 2016): every item monitored by
-/// either side gets upper = (c_A(x) or F_A) + (c_B(x) or F_B) and
-/// lower = (c_A(x) - e_A(x) or 0) + (c_B(x) - e_B(x) or 0); the k largest
-/// uppers are kept (count = upper, error = upper - lower), and the new floor is
-/// the (k+1)-th largest upper, or F_A + F_B when at most k items remain. Every
-/// item outside both summaries has upper F_A + F_B, which is at most every
-/// other upper, so F' bounds every unmonitored item. F' <= N/k: the kept
-/// counts sum to at most sum_A + sum_B <= N_A + N_B (a kept item absent from A
-/// contributes F_A, at most the count of some A item not kept), and F' is at
-/// most their minimum. So the merged summary carries exactly the guarantee
-/// above for the concatenated stream, however many merges produced it.
-/// merge is exactly commutative (the result depends only on the two inputs'
-/// contents, in a total order) and empty is an exact identity; it is NOT
-/// exactly associative (which items survive truncation to k depends on the
-/// grouping), but every grouping satisfies the guarantee above.
-///
-/// Memory: per counter, a node (sizeof(T) + 32 bytes), a heap slot (24 bytes)
-/// and at most two 4-byte index slots: about (sizeof(T) + 72) * k bytes, plus
-/// the heap buffers of long std::string items (memory_bytes() reports it).
-/// Storage grows as the summary fills, never beyond k counters.
-///
-/// Thread safety: const methods (estimate, lower_bound, contains, top,
-/// serialize, accessors) are safe to call concurrently; add, merge and
-/// assignment need exclusive access. For parallel ingest keep one TopK per
-/// thread and merge.
-///
-/// Exceptions: add() allocates while the summary fills and copies an item
-/// that enters, so it may throw std::bad_alloc (or what T's copy throws); it
-/// then leaves the summary unchanged. Lookups are noexcept.
-///
-/// Example:
-///     tally::TopK<std::string> top(100);
+///     tally::TopK<std::string> top(100);       // every item above N/100 held
 ///     for (auto& path : requests) top.add(path);
-///     for (auto& e : top.top(10))   // true count in [e.count - e.error, e.count]
-///         std::printf("%s in [%llu, %llu]\n", e.item.c_str(),
-///                     (unsigned long long)e.lower_bound(), (unsigned long long)e.count);
-///
-/// Serialized format (Family::top_k, version 1), little-endian; only for
-/// arithmetic T and std::string:
-///
-///   offset  size   field
-///   0       8      frame header ("TALY", family 4, version 1, 0, 0)
-///   8       1      item kind: 1 unsigned integer, 2 signed integer,
-///                  3 floating point (IEEE bits), 4 string
-///   9       1      item bytes: sizeof(T) for kinds 1-3, 0 for strings
-///   10      2      reserved, zero
-///   12      8      k, in [1, max_k]
-///   20      8      total N
-///   28      8      floor F
-///   36      8      n, the number of entries, <= k
-///   44      ...    n entries, in top() order: the item (kinds 1-3: item
-///                  bytes, LE; kind 4: u32 length, then the bytes), then
-///                  u64 count, u64 error
-///
-/// deserialize() enforces the invariants above (error <= count, error <= F,
-/// F == 0 unless n == k, F <= every count, sum of counts <= N, no duplicate
-/// item), so every decoded summary keeps the guarantee of its encoder.
+///     for (auto& e : top.top(10)) use(e.item, e.lower_bound(), e.count);
 template <class T>
 class TopK {
     static constexpr bool is_string = detail::top_k_is_string<T>;
+    static_assert(is_string || (std::is_default_constructible_v<T> && std::is_copy_assignable_v<T>),
+                  "tally::TopK<T> stores items inline: T must be default-constructible and copy-assignable");
 
   public:
     using value_type = T;
+    /// Largest k accepted by TopK(k).
     static constexpr std::size_t max_k = std::size_t{1} << 28;
-    static constexpr std::uint8_t format_version = 1;
+    static constexpr unsigned min_lg_slots = 4;
+    static constexpr unsigned max_lg_slots = 30;
+    static constexpr std::uint8_t format_version = 2;
 
-    /// One monitored item: the true frequency lies in [count - error, count].
+    /// One held item: the true frequency lies in [count - error, count].
     struct Entry {
         T item;
         std::uint64_t count;
@@ -152,11 +94,27 @@ class TopK {
         [[nodiscard]] std::uint64_t lower_bound() const noexcept { return count - error; }
     };
 
-    /// Keeps k counters. Throws std::invalid_argument for k outside [1, 2^28].
-    explicit TopK(std::size_t k) : k_(k) {
-        if (k < 1 || k > max_k)
-            detail::throw_invalid_argument("tally::TopK: k " + std::to_string(k) + " is out of range [1, " +
-                                           std::to_string(max_k) + "]");
+    /// Answers top-k reliably: k() >= k. Throws std::invalid_argument for k
+    /// outside [1, max_k].
+    explicit TopK(std::size_t k, Seed seed = Seed{}) : TopK(lg_for_k(k), seed, 0) {}
+
+    /// The smallest table with at least `counters` counters (k() = half of them).
+    [[nodiscard]] static TopK with_counters(std::size_t counters, Seed seed = Seed{}) {
+        detail::check_range("tally::TopK::with_counters", "counters", counters, std::size_t{1}, max_counters(max_lg_slots));
+        unsigned lg = min_lg_slots;
+        while (max_counters(lg) < counters) ++lg;
+        return TopK(lg, seed, 0);
+    }
+
+    /// The largest table whose memory_bytes() never exceeds `bytes` (for
+    /// std::string, plus the string arena: at most 4x the most string bytes
+    /// held at once, plus 64).
+    [[nodiscard]] static TopK with_memory(std::size_t bytes, Seed seed = Seed{}) {
+        detail::check_range("tally::TopK::with_memory", "bytes", bytes, table_bytes(min_lg_slots),
+                            std::numeric_limits<std::size_t>::max());
+        unsigned lg = min_lg_slots;
+        while (lg < max_lg_slots && table_bytes(lg + 1) <= bytes) ++lg;
+        return TopK(lg, seed, 0);
     }
 
     // ---- updates (exclusive access) ----------------------------------------
@@ -169,35 +127,44 @@ class TopK {
         if (count == 0) return;
         if constexpr (is_string) {
             const std::string_view key(item);
-            add_impl(key, Hasher<std::string_view>{}(key), count);
-        } else if constexpr (std::is_floating_point_v<T>) {
-            // One stored form per item: +0 for either zero, the quiet NaN for
-            // every NaN, so equal items always serialize alike.
-            T key = item;
-            if (key == T(0)) key = T(0);
-            if (std::isnan(key)) key = std::numeric_limits<T>::quiet_NaN();
-            add_impl(key, Hasher<T>{}(key), count);
+            add_impl(key, hash_key(key), count);
         } else {
-            const T& key = item;
-            add_impl(key, Hasher<T>{}(key), count);
+            const T key = canonical(item);
+            add_impl(key, hash_key(key), count);
         }
+    }
+
+    /// Forgets every item; keeps the table size, k() and the seed.
+    void clear() noexcept {
+        slots_.clear();
+        slots_.shrink_to_fit();
+        if constexpr (is_string) {
+            arena_.clear();
+            arena_.shrink_to_fit();
+            arena_live_ = 0;
+        }
+        lg_slots_ = 0;
+        mask_ = 0;
+        size_ = 0;
+        total_ = 0;
+        offset_ = 0;
     }
 
     // ---- queries (thread-safe against each other) --------------------------
 
-    /// Upper bound on the frequency: the count when monitored, else floor().
+    /// Upper bound on the frequency: held count + error_bound(), else error_bound().
     template <class K>
         requires detail::TopKKey<T, K>
     [[nodiscard]] std::uint64_t estimate(const K& item) const noexcept {
-        const std::uint32_t i = find_key(item);
-        return i == npos ? floor_ : nodes_[i].count;
+        const std::size_t i = find_key(item);
+        return i == npos ? offset_ : detail::sat_add(slots_[i].count, offset_);
     }
-    /// Lower bound on the frequency: count - error when monitored, else 0.
+    /// Lower bound on the frequency: the held count, else 0.
     template <class K>
         requires detail::TopKKey<T, K>
     [[nodiscard]] std::uint64_t lower_bound(const K& item) const noexcept {
-        const std::uint32_t i = find_key(item);
-        return i == npos ? 0 : nodes_[i].count - nodes_[i].error;
+        const std::size_t i = find_key(item);
+        return i == npos ? 0 : slots_[i].count;
     }
     template <class K>
         requires detail::TopKKey<T, K>
@@ -205,407 +172,598 @@ class TopK {
         return find_key(item) != npos;
     }
 
-    /// The monitored items by count, largest first (ties: smaller error, then
-    /// hash), at most n of them.
+    /// The held items by count, largest first (ties by hash), at most n.
     [[nodiscard]] std::vector<Entry> top(std::size_t n = std::numeric_limits<std::size_t>::max()) const {
-        std::vector<std::uint32_t> order = canonical_order();
+        std::vector<std::size_t> order = canonical_order();
         if (order.size() > n) order.resize(n);
         std::vector<Entry> out;
         out.reserve(order.size());
-        for (const std::uint32_t i : order) out.push_back(Entry{nodes_[i].item, nodes_[i].count, nodes_[i].error});
+        for (const std::size_t i : order)
+            out.push_back(Entry{item_at(i), detail::sat_add(slots_[i].count, offset_), offset_});
         return out;
     }
 
-    /// N: the sum of all weights added (and merged), saturating at 2^64 - 1.
+    /// N: the sum of all counts added and merged, saturating at 2^64 - 1.
     [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
-    /// F: an upper bound on the frequency of every unmonitored item; <= N/k.
-    [[nodiscard]] std::uint64_t floor() const noexcept { return floor_; }
+    /// D: the largest error of any estimate; <= N / k().
+    [[nodiscard]] std::uint64_t error_bound() const noexcept { return offset_; }
+    [[deprecated("use error_bound()")]] [[nodiscard]] std::uint64_t floor() const noexcept { return offset_; }
+    /// k of the guarantee: every item above N / k() is held.
     [[nodiscard]] std::size_t k() const noexcept { return k_; }
-    [[nodiscard]] std::size_t size() const noexcept { return nodes_.size(); }
-    [[nodiscard]] bool empty() const noexcept { return nodes_.empty(); }
+    /// Most counters held at once (3/4 of the table's slots).
+    [[nodiscard]] std::size_t counters() const noexcept { return max_counters(lg_max_); }
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] bool empty() const noexcept { return total_ == 0; }
+    [[nodiscard]] Seed seed() const noexcept { return seed_; }
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        return sizeof(*this) + nodes_.capacity() * sizeof(Node) + heap_.capacity() * sizeof(HeapSlot) +
-               slots_.capacity() * sizeof(std::uint32_t);
+        std::size_t bytes = sizeof(*this) + slots_.capacity() * sizeof(Slot);
+        if constexpr (is_string) bytes += arena_.capacity();
+        return bytes;
     }
 
     // ---- merge and serialization --------------------------------------------
 
-    /// Same k (and, by type, T).
-    [[nodiscard]] bool mergeable_with(const TopK& other) const noexcept { return k_ == other.k_; }
+    /// Same number of counters (seeds may differ: items are rehashed).
+    [[nodiscard]] bool mergeable_with(const TopK& other) const noexcept { return lg_max_ == other.lg_max_; }
 
-    /// The Agarwal et al. merge described above. Throws std::invalid_argument
-    /// naming the mismatch, leaving *this unchanged, unless mergeable_with(other).
+    /// Adds the other summary's counts and error bounds, then, if more than
+    /// counters() items remain, subtracts the (counters()+1)-th largest count
+    /// from every count (Agarwal et al.). k() becomes the smaller of the two.
+    /// Throws std::invalid_argument, leaving *this unchanged, unless
+    /// mergeable_with(other).
     TopK& merge(const TopK& other) {
-        if (k_ != other.k_)
-            detail::throw_invalid_argument("tally::TopK::merge: k mismatch (" + std::to_string(k_) + " vs " +
-                                           std::to_string(other.k_) + ")");
-        struct Candidate {
-            const Node* node;
-            std::uint64_t upper;
-            std::uint64_t lower;
+        if (!mergeable_with(other))
+            detail::throw_invalid_argument("tally::TopK::merge: counters " + std::to_string(counters()) +
+                                           " does not match the other summary's counters " +
+                                           std::to_string(other.counters()));
+        struct Cand {
+            const TopK* from;
+            std::size_t slot;
+            std::uint64_t hash;
+            std::uint64_t count;
         };
-        std::vector<Candidate> cand;
-        cand.reserve(nodes_.size() + other.nodes_.size());
-        for (const Node& a : nodes_) {
-            const std::uint32_t j = other.find_hashed(a.item, a.hash);
-            const std::uint64_t ub = j == npos ? other.floor_ : other.nodes_[j].count;
-            const std::uint64_t lb = j == npos ? 0 : other.nodes_[j].count - other.nodes_[j].error;
-            cand.push_back({&a, detail::top_k_sat_add(a.count, ub), detail::top_k_sat_add(a.count - a.error, lb)});
+        std::vector<Cand> cand;
+        cand.reserve(size_ + other.size_);
+        std::vector<std::uint32_t> of_slot(slots_.size());
+        for (std::size_t i = 0; i < slots_.size(); ++i)
+            if (slots_[i].count != 0) {
+                of_slot[i] = static_cast<std::uint32_t>(cand.size());
+                cand.push_back({this, i, stored_hash(i), slots_[i].count});
+            }
+        for (std::size_t j = 0; j < other.slots_.size(); ++j) {
+            if (other.slots_[j].count == 0) continue;
+            std::uint64_t h;
+            std::size_t i;
+            if constexpr (is_string) {
+                const std::string_view key = other.view_at(j);
+                h = hash_key(key);
+                i = find_hashed(key, h);
+            } else {
+                h = hash_key(other.slots_[j].item);
+                i = find_hashed(other.slots_[j].item, h);
+            }
+            if (i != npos) {
+                Cand& c = cand[of_slot[i]];
+                c.count = detail::sat_add(c.count, other.slots_[j].count);
+            } else {
+                cand.push_back({&other, j, h, other.slots_[j].count});
+            }
         }
-        for (const Node& b : other.nodes_) {
-            if (find_hashed(b.item, b.hash) != npos) continue;
-            cand.push_back({&b, detail::top_k_sat_add(floor_, b.count), b.count - b.error});
+        std::uint64_t m = 0;
+        const std::size_t cap = counters();
+        if (cand.size() > cap) {
+            std::vector<std::uint64_t> counts(cand.size());
+            for (std::size_t c = 0; c < cand.size(); ++c) counts[c] = cand[c].count;
+            std::nth_element(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(cap), counts.end(),
+                             std::greater<>());
+            m = counts[cap];  // the (cap+1)-th largest: at least cap+1 counts lose m each
         }
-        std::sort(cand.begin(), cand.end(), [](const Candidate& x, const Candidate& y) {
-            if (x.upper != y.upper) return x.upper > y.upper;
-            if (x.lower != y.lower) return x.lower > y.lower;
-            return x.node->hash < y.node->hash;
-        });
-        TopK result(k_);
-        result.total_ = detail::top_k_sat_add(total_, other.total_);
-        result.floor_ = cand.size() > k_ ? cand[k_].upper : detail::top_k_sat_add(floor_, other.floor_);
-        if (cand.size() > k_) cand.resize(k_);
-        result.nodes_.reserve(cand.size());
-        for (const Candidate& c : cand)
-            result.nodes_.push_back(Node{c.node->item, c.node->hash, c.upper, c.upper - c.lower, 0});
-        result.rebuild_index(false);
+        std::size_t keep = 0;
+        for (const Cand& c : cand) keep += c.count > m;
+        TopK result(lg_max_, seed_, 0);
+        result.k_ = std::min(k_, other.k_);
+        result.total_ = detail::sat_add(total_, other.total_);
+        result.offset_ = detail::sat_add(detail::sat_add(offset_, other.offset_), m);
+        result.reserve_for(keep);
+        if constexpr (is_string) {
+            std::size_t bytes = 0;
+            for (const Cand& c : cand)
+                if (c.count > m) bytes += c.from->slots_[c.slot].len;
+            if (bytes > std::numeric_limits<std::uint32_t>::max())
+                detail::throw_invalid_argument("tally::TopK::merge: held items would exceed 4 GiB of string bytes");
+            result.arena_.reserve(bytes);
+            result.arena_live_ = 0;
+        }
+        for (const Cand& c : cand) {
+            if (c.count <= m) continue;
+            if constexpr (is_string) {
+                result.place_new(c.from->view_at(c.slot), c.hash, c.count - m);
+            } else {
+                result.place_new(c.from->slots_[c.slot].item, c.hash, c.count - m);
+            }
+        }
         *this = std::move(result);
         return *this;
     }
 
+    /// The bytes documented in docs/top_k.md (version 2). Throws
+    /// tally::FormatError for a string item longer than 4 GiB.
     [[nodiscard]] std::vector<std::byte> serialize() const
-        requires(std::is_arithmetic_v<T> || is_string)
+        requires detail::WireItem<T>
     {
-        ByteWriter out(44 + nodes_.size() * (item_wire_bytes() + 16));
+        ByteWriter out(52 + size_ * (Codec::min_wire_bytes + 8));
         out.header(Family::top_k, format_version);
-        out.u8(item_kind());
-        out.u8(static_cast<std::uint8_t>(is_string ? 0 : sizeof(T)));
-        out.u16(0);
+        Codec::write_descriptor(out);
+        out.u8(static_cast<std::uint8_t>(lg_max_));
+        out.u8(0);
         out.u64(k_);
+        out.u64(seed_.value);
         out.u64(total_);
-        out.u64(floor_);
-        out.u64(nodes_.size());
-        for (const std::uint32_t i : canonical_order()) {
-            const Node& n = nodes_[i];
-            write_item(out, n.item);
-            out.u64(n.count);
-            out.u64(n.error);
+        out.u64(offset_);
+        out.u64(size_);
+        for (const std::size_t i : canonical_order()) {
+            if constexpr (is_string) {
+                out.string(view_at(i));
+            } else {
+                Codec::write(out, slots_[i].item);
+            }
+            out.u64(slots_[i].count);
         }
         return out.take();
     }
 
-    /// Throws tally::FormatError for anything but a valid encoding of a
-    /// TopK<T>; never reads past `bytes`; allocates in proportion to the
-    /// entries actually present, whatever k the bytes claim.
+    /// Reads version 2, and version 1 (the Space-Saving format of earlier
+    /// releases, converted as in Agarwal et al.). Throws tally::FormatError
+    /// for anything but a valid encoding of a TopK<T>; never reads past
+    /// `bytes`; allocates in proportion to the entries present.
     [[nodiscard]] static TopK deserialize(std::span<const std::byte> bytes)
-        requires(std::is_arithmetic_v<T> || is_string)
+        requires detail::WireItem<T>
     {
         ByteReader in(bytes);
-        in.header(Family::top_k, format_version);
+        const std::uint8_t version = in.header(Family::top_k, format_version);
         const std::uint8_t kind = in.u8();
         const std::uint8_t size = in.u8();
-        if (kind != item_kind() || size != (is_string ? 0 : sizeof(T)))
-            detail::throw_format_error("tally::TopK: item kind " + std::to_string(kind) + "/" + std::to_string(size) +
-                                       " bytes where " + std::to_string(item_kind()) + "/" +
-                                       std::to_string(is_string ? 0 : sizeof(T)) + " was expected");
-        format_check(in.u16() == 0, "TopK: reserved bytes are not zero");
-        const std::uint64_t k = in.u64();
-        format_check(k >= 1 && k <= max_k, "TopK: k out of range [1, 2^28]");
-        TopK s(static_cast<std::size_t>(k));
-        s.total_ = in.u64();
-        s.floor_ = in.u64();
-        const std::uint64_t n = in.count(in.u64(), item_wire_bytes() + 16, k, "TopK entry");
-        format_check(n == k || s.floor_ == 0, "TopK: nonzero floor in a summary that is not full");
-        s.nodes_.reserve(static_cast<std::size_t>(n));
-        std::uint64_t sum = 0;
-        for (std::uint64_t e = 0; e < n; ++e) {
-            T item = read_item(in);
-            const std::uint64_t count = in.u64();
-            const std::uint64_t error = in.u64();
-            format_check(error <= count, "TopK: entry error exceeds its count");
-            format_check(error <= s.floor_, "TopK: entry error exceeds the floor");
-            format_check(count >= s.floor_, "TopK: entry count below the floor");
-            sum = detail::top_k_sat_add(sum, count);
-            const std::uint64_t h = hash_item(item);
-            s.nodes_.push_back(Node{std::move(item), h, count, error, 0});
-        }
-        format_check(sum <= s.total_, "TopK: counts sum to more than total");
-        in.expect_end();
-        format_check(s.rebuild_index(true), "TopK: duplicate item");
-        return s;
+        Codec::check_descriptor(kind, size, "tally::TopK");
+        return version == 1 ? read_v1(in) : read_v2(in);
     }
 
   private:
-    static constexpr std::uint32_t npos = std::numeric_limits<std::uint32_t>::max();
+    using Codec = detail::WireCodec<std::conditional_t<detail::WireItem<T>, T, std::string>>;
+    static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
 
-    struct Node {
+    struct FixedSlot {
         T item;
-        std::uint64_t hash;
-        std::uint64_t count;
-        std::uint64_t error;
-        std::uint32_t heap_pos;
+        std::uint64_t count;  // 0: empty
     };
-    struct HeapSlot {
-        std::uint64_t count;
+    struct StringSlot {
         std::uint64_t hash;
-        std::uint32_t node;
+        std::uint64_t count;  // 0: empty
+        std::uint32_t offset;  // into arena_
+        std::uint32_t len;
     };
+    using Slot = std::conditional_t<is_string, StringSlot, FixedSlot>;
 
-    static std::uint64_t hash_item(const T& item) noexcept {
+    TopK(unsigned lg_max, Seed seed, int) : lg_max_(lg_max), k_(guarantee_k(lg_max)), seed_(seed) {}
+
+    static constexpr std::size_t max_counters(unsigned lg) noexcept { return (std::size_t{3} << lg) / 4; }
+    static constexpr std::size_t guarantee_k(unsigned lg) noexcept { return (std::size_t{3} << lg) / 8; }
+    static constexpr std::size_t table_bytes(unsigned lg) noexcept {
+        return sizeof(TopK) + (std::size_t{1} << lg) * sizeof(Slot);
+    }
+    static unsigned lg_for_k(std::size_t k) {
+        detail::check_range("tally::TopK::TopK", "k", k, std::size_t{1}, max_k);
+        unsigned lg = min_lg_slots;
+        while (guarantee_k(lg) < k) ++lg;
+        return lg;
+    }
+
+    // ---- hashing: Hasher<T>, mixed with the seed when there is one ----
+    template <class K>
+    static T canonical(const K& item) noexcept {
+        T key = item;
+        if constexpr (std::is_floating_point_v<T>) {
+            // One stored form per item: +0 for either zero, the quiet NaN for every NaN.
+            if (key == T(0)) key = T(0);
+            if (std::isnan(key)) key = std::numeric_limits<T>::quiet_NaN();
+        }
+        return key;
+    }
+    TALLY_ALWAYS_INLINE std::uint64_t hash_key(std::string_view key) const noexcept
+        requires is_string
+    {
+        return hash64(key.data(), key.size(), seed_.value);
+    }
+    TALLY_ALWAYS_INLINE std::uint64_t hash_key(const T& key) const noexcept
+        requires(!is_string)
+    {
+        const std::uint64_t h = Hasher<T>{}(key);
+        return seed_.value == 0 ? h : detail::mix64(h ^ seed_.value);
+    }
+    std::uint64_t stored_hash(std::size_t i) const noexcept {
         if constexpr (is_string) {
-            return Hasher<std::string_view>{}(std::string_view(item));
+            return slots_[i].hash;
         } else {
-            return Hasher<T>{}(item);
+            return hash_key(slots_[i].item);
         }
     }
 
+    std::string_view view_at(std::size_t i) const noexcept
+        requires is_string
+    {
+        return std::string_view(arena_.data() + slots_[i].offset, slots_[i].len);
+    }
+    T item_at(std::size_t i) const {
+        if constexpr (is_string) {
+            return std::string(view_at(i));
+        } else {
+            return slots_[i].item;
+        }
+    }
+
+    // ---- the table: linear probing, count 0 marks an empty slot ----
     template <class K>
-    std::uint32_t find_key(const K& item) const noexcept {
+    std::size_t find_key(const K& item) const noexcept {
         if constexpr (is_string) {
             const std::string_view key(item);
-            return find_hashed(key, Hasher<std::string_view>{}(key));
+            return find_hashed(key, hash_key(key));
         } else {
-            const T& key = item;
-            return find_hashed(key, Hasher<T>{}(key));
+            const T key = canonical(item);
+            return find_hashed(key, hash_key(key));
         }
     }
 
     template <class K>
-    std::uint32_t find_hashed(const K& key, std::uint64_t h) const noexcept {
+    TALLY_ALWAYS_INLINE bool slot_holds(const Slot& s, const K& key, std::uint64_t h) const noexcept {
+        if constexpr (is_string) {
+            return s.hash == h && s.len == key.size() &&
+                   (key.empty() || std::memcmp(arena_.data() + s.offset, key.data(), key.size()) == 0);
+        } else {
+            (void)h;
+            return detail::top_k_equal(s.item, key);
+        }
+    }
+
+    template <class K>
+    std::size_t find_hashed(const K& key, std::uint64_t h) const noexcept {
         if (slots_.empty()) return npos;
-        for (std::size_t s = h & mask_;; s = (s + 1) & mask_) {
-            const std::uint32_t v = slots_[s];
-            if (v == 0) return npos;
-            const Node& n = nodes_[v - 1];
-            if (n.hash == h && detail::top_k_equal(n.item, key)) return v - 1;
+        for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+            const Slot& s = slots_[i];
+            if (s.count == 0) return npos;
+            if (slot_holds(s, key, h)) return i;
         }
     }
 
-    template <class K>
-    void add_impl(const K& key, std::uint64_t h, std::uint64_t count) {
-        const std::uint32_t i = find_hashed(key, h);
-        if (i != npos) {
-            Node& n = nodes_[i];
-            n.count = detail::top_k_sat_add(n.count, count);
-            heap_[n.heap_pos].count = n.count;
-            sift_down(n.heap_pos);
-        } else if (nodes_.size() < k_) {
-            insert_new(key, h, count);  // may throw, before any change
-        } else {
-            replace_min(key, h, count);  // may throw, before any change
-        }
-        total_ = detail::top_k_sat_add(total_, count);
-    }
-
-    template <class K>
-    void insert_new(const K& key, std::uint64_t h, std::uint64_t count) {
-        // Everything that can throw happens before the first change.
-        Node node{T(key), h, count, 0, static_cast<std::uint32_t>(heap_.size())};
-        if (nodes_.size() == nodes_.capacity()) nodes_.reserve(std::min<std::size_t>(k_, 2 * nodes_.size() + 8));
-        if (heap_.size() == heap_.capacity()) heap_.reserve(std::min<std::size_t>(k_, 2 * heap_.size() + 8));
-        if (2 * (nodes_.size() + 1) > slots_.size()) grow_slots(std::max<std::size_t>(16, 2 * slots_.size()));
-        const auto idx = static_cast<std::uint32_t>(nodes_.size());
-        nodes_.push_back(std::move(node));
-        heap_.push_back(HeapSlot{count, h, idx});
-        slot_insert(idx, h);
-        sift_up(nodes_[idx].heap_pos);
-    }
-
-    template <class K>
-    void replace_min(const K& key, std::uint64_t h, std::uint64_t count) {
-        T item(key);  // may throw; nothing has changed yet
-        const std::uint32_t idx = heap_[0].node;
-        Node& n = nodes_[idx];
-        slot_erase(idx, n.hash);
-        const std::uint64_t m = n.count;
-        n.item = std::move(item);
-        n.hash = h;
-        n.count = detail::top_k_sat_add(m, count);
-        n.error = m;
-        heap_[0].count = n.count;
-        heap_[0].hash = h;
-        floor_ = m;
-        slot_insert(idx, h);
-        sift_down(0);
-    }
-
-    // ---- the min-heap over (count, hash) ----
-    // A 4-ary heap whose slots carry their own keys: the sift loops compare
-    // contiguous slots (four children in 96 bytes) instead of chasing node
-    // indexes, and half as many levels as a binary heap. Node::count is the
-    // authority for queries; HeapSlot::count mirrors it.
-    static constexpr std::size_t arity = 4;
-    static TALLY_ALWAYS_INLINE bool less(const HeapSlot& x, const HeapSlot& y) noexcept {
-        // One 128-bit comparison (cmp + sbb, no branch): counts tie often
-        // near the bottom, where a short-circuit mispredicts.
-        return ((static_cast<detail::uint128_t>(x.count) << 64) | x.hash) <
-               ((static_cast<detail::uint128_t>(y.count) << 64) | y.hash);
-    }
-    // The smaller of two heap positions, without a branch.
-    TALLY_ALWAYS_INLINE std::size_t smaller(std::size_t a, std::size_t b) const noexcept {
-        const std::size_t take_b = 0 - static_cast<std::size_t>(less(heap_[b], heap_[a]));
-        return a ^ ((a ^ b) & take_b);
-    }
-    TALLY_ALWAYS_INLINE void place(std::size_t pos, const HeapSlot& slot) noexcept {
-        heap_[pos] = slot;
-        nodes_[slot.node].heap_pos = static_cast<std::uint32_t>(pos);
-    }
-    void sift_down(std::size_t pos) noexcept {
-        const std::size_t n = heap_.size();
-        const HeapSlot moving = heap_[pos];
-        for (;;) {
-            const std::size_t first = arity * pos + 1;
-            if (first >= n) break;
-            const std::size_t last = std::min(first + arity, n);
-            std::size_t best = first;
-            if (TALLY_LIKELY(last - first == arity)) {
-                best = smaller(smaller(first, first + 1), smaller(first + 2, first + 3));
-            } else {
-                for (std::size_t c = first + 1; c < last; ++c) best = smaller(best, c);
-            }
-            if (!less(heap_[best], moving)) break;
-            place(pos, heap_[best]);
-            pos = best;
-        }
-        place(pos, moving);
-    }
-    void sift_up(std::size_t pos) noexcept {
-        const HeapSlot moving = heap_[pos];
-        while (pos > 0) {
-            const std::size_t parent = (pos - 1) / arity;
-            if (!less(moving, heap_[parent])) break;
-            place(pos, heap_[parent]);
-            pos = parent;
-        }
-        place(pos, moving);
-    }
-
-    // ---- the index: linear probing, slot = node index + 1, 0 = empty ----
-    void slot_insert(std::uint32_t idx, std::uint64_t h) noexcept {
-        std::size_t s = h & mask_;
-        while (slots_[s] != 0) s = (s + 1) & mask_;
-        slots_[s] = idx + 1;
-    }
-    void slot_erase(std::uint32_t idx, std::uint64_t h) noexcept {
+    std::size_t empty_from(std::uint64_t h) const noexcept {
         std::size_t i = h & mask_;
-        while (slots_[i] != idx + 1) i = (i + 1) & mask_;
-        // Backward-shift deletion (Knuth, TAOCP 6.4 Algorithm R): no tombstones.
-        for (std::size_t j = (i + 1) & mask_; slots_[j] != 0; j = (j + 1) & mask_) {
-            const std::size_t home = nodes_[slots_[j] - 1].hash & mask_;
-            if (((j - home) & mask_) >= ((j - i) & mask_)) {
-                slots_[i] = slots_[j];
-                i = j;
+        while (slots_[i].count != 0) i = (i + 1) & mask_;
+        return i;
+    }
+
+    template <class K>
+    TALLY_ALWAYS_INLINE void add_impl(const K& key, std::uint64_t h, std::uint64_t count) {
+        std::size_t i = npos;
+        if (TALLY_LIKELY(!slots_.empty())) {
+            for (i = h & mask_;; i = (i + 1) & mask_) {
+                Slot& s = slots_[i];
+                if (s.count == 0) break;
+                if (slot_holds(s, key, h)) {
+                    s.count = detail::sat_add(s.count, count);
+                    total_ = detail::sat_add(total_, count);
+                    return;
+                }
             }
         }
-        slots_[i] = 0;
-    }
-    void grow_slots(std::size_t n) {
-        std::vector<std::uint32_t> fresh(n, 0);  // may throw; nothing has changed yet
-        slots_.swap(fresh);
-        mask_ = n - 1;
-        for (std::uint32_t i = 0; i < nodes_.size(); ++i) slot_insert(i, nodes_[i].hash);
+        add_new(key, h, count, i);
     }
 
-    // Rebuilds index and heap from nodes_; false when two nodes hold the same item.
-    bool rebuild_index(bool check_duplicates) {
-        const std::size_t want = std::bit_ceil(std::max<std::size_t>(16, 2 * nodes_.size()));
-        slots_.assign(want, 0);
-        mask_ = want - 1;
-        for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-            if (check_duplicates && find_hashed(nodes_[i].item, nodes_[i].hash) != npos) return false;
-            slot_insert(i, nodes_[i].hash);
+    // A miss: everything that can throw (table growth, string storage)
+    // happens before the first change.
+    // `at` is the empty slot the probe for `key` ended at (npos: no table yet).
+    template <class K>
+    void add_new(const K& key, std::uint64_t h, std::uint64_t count, std::size_t at) {
+        if constexpr (is_string) reserve_string(key.size());
+        if (size_ >= max_counters(lg_slots_) || slots_.empty()) {
+            if (lg_slots_ < lg_max_) {
+                grow(slots_.empty() ? min_lg_slots : lg_slots_ + 1);
+            } else {
+                purge();
+            }
+            at = empty_from(h);
         }
-        heap_.resize(nodes_.size());
-        for (std::uint32_t i = 0; i < nodes_.size(); ++i) place(i, HeapSlot{nodes_[i].count, nodes_[i].hash, i});
-        for (std::size_t p = heap_.size() / arity + 1; p-- > 0;)
-            if (p < heap_.size()) sift_down(p);
-        return true;
+        place_at(at, key, h, count);
+        total_ = detail::sat_add(total_, count);
     }
 
-    std::vector<std::uint32_t> canonical_order() const {
-        std::vector<std::uint32_t> order(nodes_.size());
-        for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::sort(order.begin(), order.end(), [this](std::uint32_t a, std::uint32_t b) {
-            const Node& x = nodes_[a];
-            const Node& y = nodes_[b];
+    // Inserts an item known to be absent into a table with room for it.
+    template <class K>
+    void place_new(const K& key, std::uint64_t h, std::uint64_t count) noexcept {
+        place_at(empty_from(h), key, h, count);
+    }
+    template <class K>
+    TALLY_ALWAYS_INLINE void place_at(std::size_t at, const K& key, std::uint64_t h, std::uint64_t count) noexcept {
+        Slot& s = slots_[at];
+        if constexpr (is_string) {
+            s.hash = h;
+            s.offset = static_cast<std::uint32_t>(arena_.size());
+            s.len = static_cast<std::uint32_t>(key.size());
+            arena_.insert(arena_.end(), key.data(), key.data() + key.size());  // capacity reserved
+            arena_live_ += key.size();
+        } else {
+            s.item = key;
+        }
+        s.count = count;
+        ++size_;
+    }
+
+    static unsigned lg_for_size(std::size_t n) noexcept {
+        unsigned lg = min_lg_slots;
+        while (max_counters(lg) < n) ++lg;
+        return lg;
+    }
+
+    // Makes the table large enough for n items (n <= counters()).
+    void reserve_for(std::size_t n) {
+        const unsigned lg = std::min(lg_max_, lg_for_size(n));
+        if (slots_.empty() || lg > lg_slots_) grow(lg);
+    }
+
+    void grow(unsigned lg) {
+        std::vector<Slot> fresh(std::size_t{1} << lg);  // may throw; nothing has changed yet
+        fresh.swap(slots_);
+        lg_slots_ = lg;
+        mask_ = (std::size_t{1} << lg) - 1;
+        for (Slot& s : fresh)
+            if (s.count != 0) {
+                slots_[empty_from(hash_of_slot(s))] = std::move(s);
+            }
+    }
+    std::uint64_t hash_of_slot(const Slot& s) const noexcept {
+        if constexpr (is_string) {
+            return s.hash;
+        } else {
+            return hash_key(s.item);
+        }
+    }
+
+    // Room for one more string of `len` bytes, compacting the arena (dropping
+    // the bytes of purged items) when it would grow anyway.
+    void reserve_string(std::size_t len)
+        requires is_string
+    {
+        if (arena_.size() + len <= arena_.capacity()) return;
+        const std::size_t live = arena_live_ + len;
+        if (live > std::numeric_limits<std::uint32_t>::max())
+            detail::throw_invalid_argument("tally::TopK::add: held items would exceed 4 GiB of string bytes");
+        if (arena_.size() - arena_live_ >= arena_live_) {
+            std::vector<char> fresh;
+            fresh.reserve(std::max<std::size_t>(64, std::min<std::size_t>(2 * live, 0xFFFFFFFFull)));
+            for (Slot& s : slots_)
+                if (s.count != 0) {
+                    const auto off = static_cast<std::uint32_t>(fresh.size());
+                    fresh.insert(fresh.end(), arena_.data() + s.offset, arena_.data() + s.offset + s.len);
+                    s.offset = off;
+                }
+            arena_.swap(fresh);
+        } else {
+            arena_.reserve(std::max<std::size_t>(
+                64, std::min<std::size_t>(std::max(2 * arena_.capacity(), arena_.size() + len), 0xFFFFFFFFull)));
+        }
+    }
+
+    // The batch purge: subtract m, the r-th largest count (r = 3L/8 >= k()),
+    // from every count and free the slots that reach zero. At least r counts
+    // lose m each, so the removed weight is >= k() * m while D grows by m;
+    // at least counters() - r + 1 slots are freed.
+    void purge() noexcept {
+        const std::size_t r = guarantee_k(lg_slots_);
+        const std::uint64_t m = rth_largest(r);
+        std::size_t start = 0;
+        while (slots_[start].count != 0) ++start;  // empty before the purge: no probe run crosses it
+        // One sweep in probe order from `start`: every slot before the current
+        // one is final, so a survivor moves to the first empty slot from its
+        // home, which is never past where it was.
+        std::size_t held = 0;
+        for (std::size_t step = 1; step < slots_.size(); ++step) {
+            const std::size_t i = (start + step) & mask_;
+            Slot& s = slots_[i];
+            const std::uint64_t c = s.count;
+            s.count = c > m ? c - m : 0;
+            if (s.count == 0) {
+                if constexpr (is_string) arena_live_ -= c != 0 ? s.len : 0;
+                continue;
+            }
+            ++held;
+            std::size_t to = hash_of_slot(s) & mask_;
+            while (to != i && slots_[to].count != 0) to = (to + 1) & mask_;
+            if (to != i) {
+                slots_[to] = std::move(s);
+                s.count = 0;
+            }
+        }
+        size_ = held;
+        offset_ = detail::sat_add(offset_, m);
+    }
+
+    // The r-th largest held count (1 <= r <= size_): a histogram of counts
+    // capped at 255, and byte-wise radix selection only when the answer is larger.
+    std::uint64_t rth_largest(std::size_t r) const noexcept {
+        std::uint32_t hist[256] = {};
+        std::uint64_t top = 0;
+        for (const Slot& s : slots_) {  // empty slots land in hist[0]
+            ++hist[s.count < 255 ? s.count : 255];
+            top = std::max(top, s.count);
+        }
+        std::size_t need = r;
+        if (hist[255] < need) {
+            need -= hist[255];
+            for (std::size_t v = 254; v >= 1; --v) {
+                if (hist[v] >= need) return v;
+                need -= hist[v];
+            }
+            return 1;  // not reached: r <= size_
+        }
+        // At least r counts are >= 255: select by bytes, most significant first.
+        std::uint64_t prefix = 0, prefix_mask = 0;
+        need = r;
+        for (int shift = 56; shift >= 0; shift -= 8) {
+            if ((top >> shift) == 0 && prefix_mask == 0) continue;
+            std::uint32_t h[256] = {};
+            for (const Slot& s : slots_)
+                if (s.count != 0 && (s.count & prefix_mask) == prefix) ++h[(s.count >> shift) & 0xff];
+            for (std::size_t b = 256; b-- > 0;) {
+                if (h[b] >= need) {
+                    prefix |= static_cast<std::uint64_t>(b) << shift;
+                    prefix_mask |= std::uint64_t{0xff} << shift;
+                    break;
+                }
+                need -= h[b];
+            }
+        }
+        return prefix;
+    }
+
+    std::vector<std::size_t> canonical_order() const {
+        struct Key {
+            std::uint64_t count;
+            std::uint64_t hash;
+            std::size_t slot;
+        };
+        std::vector<Key> keys;
+        keys.reserve(size_);
+        for (std::size_t i = 0; i < slots_.size(); ++i)
+            if (slots_[i].count != 0) keys.push_back({slots_[i].count, stored_hash(i), i});
+        std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
             if (x.count != y.count) return x.count > y.count;
-            if (x.error != y.error) return x.error < y.error;
-            if (x.hash != y.hash) return x.hash < y.hash;
-            return a < b;
+            return x.hash < y.hash;  // distinct items with equal 64-bit hashes: layout order
         });
+        std::vector<std::size_t> order(keys.size());
+        for (std::size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].slot;
         return order;
     }
 
-    // ---- item encoding ----
-    static constexpr std::uint8_t item_kind() noexcept {
-        if constexpr (is_string) {
-            return 4;
-        } else if constexpr (std::is_floating_point_v<T>) {
-            return 3;
-        } else if constexpr (std::is_signed_v<T>) {
-            return 2;
-        } else {
-            return 1;
+    // ---- reading the two wire versions ----
+    static TopK read_v2(ByteReader& in) {
+        const std::uint8_t lg = in.u8();
+        format_check(lg >= min_lg_slots && lg <= max_lg_slots, "TopK: table size out of range [2^4, 2^30]");
+        format_check(in.u8() == 0, "TopK: reserved byte is not zero");
+        const std::uint64_t k = in.u64();
+        format_check(k >= 1 && k <= guarantee_k(lg), "TopK: k out of range [1, 3/8 of the table]");
+        TopK s(lg, Seed{in.u64()}, 0);
+        s.k_ = static_cast<std::size_t>(k);
+        s.total_ = in.u64();
+        s.offset_ = in.u64();
+        const std::uint64_t n = in.count(in.u64(), Codec::min_wire_bytes + 8, max_counters(lg), "TopK entry");
+        s.reserve_for(static_cast<std::size_t>(n));
+        detail::uint128 sum = 0;
+        for (std::uint64_t e = 0; e < n; ++e) {
+            T item = Codec::read(in);
+            const std::uint64_t count = in.u64();
+            format_check(count >= 1, "TopK: entry count is zero");
+            sum += count;
+            s.insert_checked(canonical_wire(std::move(item)), count);
         }
+        in.expect_end();
+        s.check_mass(sum);
+        return s;
     }
-    static constexpr std::size_t item_wire_bytes() noexcept { return is_string ? 4 : sizeof(T); }
-    template <std::size_t N>
-    using uint_of = std::conditional_t<
-        N == 1, std::uint8_t,
-        std::conditional_t<N == 2, std::uint16_t, std::conditional_t<N == 4, std::uint32_t, std::uint64_t>>>;
 
-    static void write_item(ByteWriter& out, const T& item) {
-        if constexpr (is_string) {
-            format_check(item.size() <= std::numeric_limits<std::uint32_t>::max(), "TopK: item longer than 4 GiB");
-            out.string(item);
-        } else {
-            static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
-                          "tally::TopK serializes items of 1, 2, 4 or 8 bytes");
-            using U = uint_of<sizeof(T)>;
-            U bits;
-            std::memcpy(&bits, &item, sizeof(T));
-            if constexpr (sizeof(T) == 1) {
-                out.u8(bits);
-            } else if constexpr (sizeof(T) == 2) {
-                out.u16(bits);
-            } else if constexpr (sizeof(T) == 4) {
-                out.u32(bits);
-            } else {
-                out.u64(bits);
+    // Version 1 held Space-Saving counters (count c, error e <= floor F <= every
+    // count, sum of counts <= N, k counters, F > 0 only when all k are held).
+    // As in Agarwal et al., Section 2, it becomes the Misra-Gries state with
+    // counts c - F and D = F, and k() = min(k, 3/8 of the table): then
+    // N - sum(c - F) >= k F.
+    static TopK read_v1(ByteReader& in) {
+        format_check(in.u16() == 0, "TopK: reserved bytes are not zero");
+        const std::uint64_t k1 = in.u64();
+        format_check(k1 >= 1 && k1 <= max_k, "TopK: k out of range [1, 2^28]");
+        const std::uint64_t total = in.u64();
+        const std::uint64_t floor = in.u64();
+        const std::uint64_t n = in.count(in.u64(), Codec::min_wire_bytes + 16, k1, "TopK entry");
+        format_check(n == k1 || floor == 0, "TopK: nonzero floor in a summary that is not full");
+        const unsigned lg = lg_for_size(static_cast<std::size_t>(k1));
+        TopK s(lg, Seed{}, 0);
+        s.k_ = std::min<std::size_t>(static_cast<std::size_t>(k1), guarantee_k(lg));
+        s.total_ = total;
+        struct V1 {
+            T item;
+            std::uint64_t count;
+        };
+        std::vector<V1> entries;
+        entries.reserve(static_cast<std::size_t>(n));
+        std::uint64_t sum = 0;
+        for (std::uint64_t e = 0; e < n; ++e) {
+            T item = Codec::read(in);
+            const std::uint64_t count = in.u64();
+            const std::uint64_t error = in.u64();
+            format_check(error <= count, "TopK: entry error exceeds its count");
+            format_check(error <= floor, "TopK: entry error exceeds the floor");
+            format_check(count >= floor, "TopK: entry count below the floor");
+            sum = detail::sat_add(sum, count);
+            entries.push_back({canonical_wire(std::move(item)), count});
+        }
+        format_check(sum <= total, "TopK: counts sum to more than total");
+        in.expect_end();
+        const std::uint64_t sub = floor;
+        s.offset_ = sub;
+        std::size_t keep = 0;
+        for (const V1& e : entries) keep += e.count > sub;
+        s.reserve_for(keep);
+        detail::uint128 held = 0;
+        for (V1& e : entries) {
+            if (e.count > sub) {
+                held += e.count - sub;
+                s.insert_checked(std::move(e.item), e.count - sub);
+            } else if (s.contains(e.item)) {
+                detail::throw_format_error("tally: TopK: duplicate item");
             }
         }
+        s.check_mass(held);
+        return s;
     }
-    static T read_item(ByteReader& in) {
-        if constexpr (is_string) {
-            return in.string();
+
+    static T canonical_wire(T item) noexcept {
+        if constexpr (std::is_floating_point_v<T>) {
+            return canonical(item);
         } else {
-            using U = uint_of<sizeof(T)>;
-            U bits;
-            if constexpr (sizeof(T) == 1) {
-                bits = in.u8();
-            } else if constexpr (sizeof(T) == 2) {
-                bits = in.u16();
-            } else if constexpr (sizeof(T) == 4) {
-                bits = in.u32();
-            } else {
-                bits = in.u64();
-            }
-            if constexpr (std::is_same_v<T, bool>) {
-                format_check(bits <= 1, "TopK: bool item is neither 0 nor 1");
-            }
-            T item;
-            std::memcpy(&item, &bits, sizeof(T));
             return item;
         }
     }
 
-    std::size_t k_;
-    std::uint64_t total_ = 0;
-    std::uint64_t floor_ = 0;
-    std::vector<Node> nodes_;           // the monitored items; index stable until merge
-    std::vector<HeapSlot> heap_;        // 4-ary min-heap by (count, hash)
-    std::vector<std::uint32_t> slots_;  // item -> node index + 1
+    void insert_checked(const T& item, std::uint64_t count) {
+        if constexpr (is_string) {
+            const std::string_view key(item);
+            const std::uint64_t h = hash_key(key);
+            format_check(find_hashed(key, h) == npos, "TopK: duplicate item");
+            reserve_string(key.size());
+            place_new(key, h, count);
+        } else {
+            const std::uint64_t h = hash_key(item);
+            format_check(find_hashed(item, h) == npos, "TopK: duplicate item");
+            place_new(item, h, count);
+        }
+    }
+
+    // The invariant behind the guarantee: N - sum(counts) >= k * D.
+    void check_mass(detail::uint128 held) const {
+        format_check(held <= total_, "TopK: counts sum to more than total");
+        format_check(static_cast<detail::uint128>(total_) - held >= static_cast<detail::uint128>(k_) * offset_,
+                     "TopK: error bound exceeds (total - counts) / k");
+    }
+
+    unsigned lg_max_;             // the table's final size: 2^lg_max_ slots
+    std::size_t k_;               // the guarantee's k
+    Seed seed_;
+    unsigned lg_slots_ = 0;       // current size (grows to lg_max_); 0 before the first add
     std::size_t mask_ = 0;
+    std::size_t size_ = 0;        // held items
+    std::uint64_t total_ = 0;     // N
+    std::uint64_t offset_ = 0;    // D: the sum of all purge thresholds
+    std::vector<Slot> slots_;
+    struct NoArena {
+        std::size_t size() const noexcept { return 0; }
+    };
+    [[no_unique_address]] std::conditional_t<is_string, std::vector<char>, NoArena> arena_;
+    [[no_unique_address]] std::conditional_t<is_string, std::size_t, NoArena> arena_live_{};
 };
 
 }  // namespace tally

@@ -19,90 +19,47 @@
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
 #include "../detail/reservoir_random.hpp"
+#include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
 namespace tally {
 
-/// WeightedReservoir<T>: k items sampled without replacement with
-/// probabilities proportional to their weights, from a stream of unknown
-/// length.
+/// k items sampled without replacement with probabilities proportional to
+/// their weights, from a stream of unknown length: Efraimidis & Spirakis,
+/// "Weighted random sampling with a reservoir", IPL 97(5), 2006 (A-Res keys,
+/// A-ExpJ exponential jumps over the weight of skipped items).
 ///
-/// Algorithm: Efraimidis & Spirakis, "Weighted random sampling with a
-/// reservoir", Information Processing Letters 97(5), 2006. Every item gets
-/// the key u^(1/w) (u uniform) and the sample is the k items with the
-/// largest keys (A-Res); after the first k items, A-ExpJ draws how much
-/// weight to pass over before the next insertion, an exponential jump, so
-/// skipped items cost a subtraction and a compare, and only
-/// O(k log(n/k)) items draw random numbers. Keys are kept as log(u) / w,
-/// which orders exactly like u^(1/w) but never underflows: with w = 1e-3,
-/// u^(1/w) is 0 in double precision for almost every u.
+/// Guarantee (exact, given an ideal generator, for every finite weight > 0,
+/// subnormal ones included): the sample has the law of k successive draws
+/// without replacement, each item drawn with probability w_i / (weight of
+/// the items not yet drawn); for k = 1, P(i) = w_i / sum(w). Keys are kept
+/// as log(w) - log(-log u), an increasing function of u^(1/w) that is finite
+/// for every such weight. merge() keeps the k largest keys of both samples:
+/// exactly the sample of the union, so merge is commutative and associative.
 ///
-/// Guarantee (exact, given an ideal generator): the sample has the law of
-/// k successive draws without replacement, each item drawn with probability
-/// w_i / (total weight of the items not yet drawn). For k = 1 that is
-/// P(i) = w_i / sum(w). size() == min(k, seen()).
+/// Cost: after the first k items, a skipped item is a subtraction and a
+/// compare; O(k log(n/k)) items draw random numbers. Memory: min(k, n) items
+/// and keys plus 80 bytes; memory_bytes(). Thread safety: const methods may
+/// run concurrently; add, try_add, merge and clear need exclusive access.
+/// add() throws std::invalid_argument for a weight that is not finite and
+/// > 0; try_add() returns false instead. Details: docs/reservoir.md.
 ///
-/// Merge keeps the k largest keys of both samples: since every item's key
-/// is drawn independently of the others, the result is exactly the sample
-/// one reservoir would hold over the union (same law, and the same items
-/// for the same keys). The pending jump is then redrawn from the target's
-/// generator (it is memoryless: exponential with rate -log(smallest key)).
-/// So merge is commutative and associative in the sample it keeps, exactly;
-/// merging an empty reservoir changes nothing; merging into an empty one
-/// copies the other's sample and jump, keeping its own generator.
-/// Mergeable when k is the same (T is the same by type).
-///
-/// Weights: must be finite and > 0. add() throws std::invalid_argument for
-/// anything else (0, negatives, NaN, infinities are bad input, not a
-/// sampling choice) and leaves the reservoir unchanged; try_add() is the
-/// noexcept alternative that returns false instead.
-///
-/// Memory: min(k, n) items and min(k, n) doubles (the log keys, a min-heap),
-/// plus 80 bytes.
-///
-/// Thread safety: none inside. Const methods (sample, keys, seen,
-/// total_weight, mergeable_with, serialize) may run concurrently with each
-/// other; add, try_add and merge need exclusive access.
-///
-/// Example:
 ///     tally::WeightedReservoir<std::string> r(/*k=*/10, /*seed=*/7);
 ///     for (const auto& [user, bytes] : transfers) r.add(user, double(bytes));
 ///     // r.sample(): 10 users, heavy senders more likely, none twice
-///
-/// Wire format (Family::weighted_reservoir, version 1), after the 8-byte
-/// frame header:
-///
-///   offset size  field
-///   8      1     item encoding: 1 = fixed-size (trivially copyable T), 2 = string
-///   9      4     item size in bytes (sizeof(T); 0 for strings)
-///   13     8     k, in [1, 4294967295]
-///   21     8     seen: items offered so far
-///   29     8     total weight offered, f64, >= 0 (+inf once it overflows)
-///   37     8     jump, f64: weight still to pass before the next insertion;
-///                0 while filling (seen < k), >= 0 (possibly +inf) after
-///   45     32    generator state: four u64 words of xoshiro256**, not all zero
-///   77     8     m: sample size, must equal min(k, seen)
-///   85     ...   m entries in min-heap order (parent key <= child key):
-///                key as f64 (log(u) / w, <= 0, not NaN), then the item as in
-///                Reservoir's format (fixed-size bytes, or u32 length + bytes)
-///
-/// A deserialised reservoir continues exactly as the original would have.
 template <class T>
 class WeightedReservoir {
     static_assert(!std::is_same_v<T, bool>, "tally::WeightedReservoir<bool>: std::vector<bool> cannot back a span; use std::uint8_t");
 
   public:
     using value_type = T;
-    static constexpr std::uint64_t max_k = 0xFFFFFFFFull;
-    static constexpr std::uint8_t format_version = 1;
+    static constexpr std::uint64_t max_k = detail::reservoir_max_k;
+    static constexpr std::uint8_t format_version = 2;
 
     /// A reservoir that keeps `k` items, its generator seeded with `seed`.
     /// Throws std::invalid_argument unless 1 <= k <= max_k.
-    WeightedReservoir(std::size_t k, std::uint64_t seed) : k_(static_cast<std::uint64_t>(k)), rng_(seed) {
-        if (k_ == 0 || k_ > max_k)
-            detail::throw_invalid_argument("tally::WeightedReservoir: k " + std::to_string(k) +
-                                           " is out of range [1, " + std::to_string(max_k) + "]");
-    }
+    WeightedReservoir(std::size_t k, std::uint64_t seed)
+        : k_(detail::checked_reservoir_k("tally::WeightedReservoir::WeightedReservoir", k)), rng_(seed) {}
 
     /// Offers `item` with `weight`. Throws std::invalid_argument, changing
     /// nothing, unless weight is finite and > 0.
@@ -121,24 +78,38 @@ class WeightedReservoir {
         return true;
     }
 
-    /// The sample: min(k, seen()) items, in heap order.
-    std::span<const T> sample() const noexcept { return items_; }
-    /// The log-space key log(u) / w of each sampled item, in the same order.
-    std::span<const double> keys() const noexcept { return keys_; }
-    std::uint64_t seen() const noexcept { return seen_; }
-    double total_weight() const noexcept { return total_weight_; }
-    std::size_t k() const noexcept { return static_cast<std::size_t>(k_); }
-    std::size_t size() const noexcept { return items_.size(); }
-    bool empty() const noexcept { return seen_ == 0; }
+    /// Forgets the stream; keeps k and the generator's state.
+    void clear() noexcept {
+        keys_.clear();
+        items_.clear();
+        seen_ = 0;
+        total_weight_ = 0.0;
+        jump_ = 0.0;
+    }
 
-    bool mergeable_with(const WeightedReservoir& other) const noexcept { return k_ == other.k_; }
+    /// The sample: min(k, seen()) items, in heap order.
+    [[nodiscard]] std::span<const T> sample() const noexcept { return items_; }
+    /// The key log(w) - log(-log u) of each sampled item, in the same order
+    /// (larger keys win; +inf for u = 1).
+    [[nodiscard]] std::span<const double> keys() const noexcept { return keys_; }
+    /// Items offered so far.
+    [[nodiscard]] std::uint64_t seen() const noexcept { return seen_; }
+    /// The stream's weight: the sum of all weights offered (+inf once it overflows).
+    [[nodiscard]] double total() const noexcept { return total_weight_; }
+    [[deprecated("use total()")]] [[nodiscard]] double total_weight() const noexcept { return total_weight_; }
+    [[nodiscard]] std::size_t k() const noexcept { return static_cast<std::size_t>(k_); }
+    [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
+    [[nodiscard]] bool empty() const noexcept { return seen_ == 0; }
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return sizeof(*this) + keys_.capacity() * sizeof(double) + detail::items_memory_bytes(items_);
+    }
+
+    [[nodiscard]] bool mergeable_with(const WeightedReservoir& other) const noexcept { return k_ == other.k_; }
 
     /// Keeps the k largest keys of both samples (see the class comment).
     /// Throws std::invalid_argument, leaving *this unchanged, if k differs.
     WeightedReservoir& merge(const WeightedReservoir& other) {
-        if (!mergeable_with(other))
-            detail::throw_invalid_argument("tally::WeightedReservoir::merge: k " + std::to_string(k_) +
-                                           " does not match the other reservoir's k " + std::to_string(other.k_));
+        detail::check_same_k("tally::WeightedReservoir::merge", k_, other.k_);
         if (other.seen_ == 0) return *this;
         if (this == &other) {
             const WeightedReservoir copy = other;
@@ -182,13 +153,14 @@ class WeightedReservoir {
         return *this;
     }
 
-    std::vector<std::byte> serialize() const
+    /// The bytes documented in docs/reservoir.md (version 2).
+    [[nodiscard]] std::vector<std::byte> serialize() const
         requires detail::ReservoirSerializable<T>
     {
-        using Codec = detail::ReservoirItemCodec<T>;
-        ByteWriter w(85 + items_.size() * (8 + Codec::min_wire_bytes));
+        using Codec = detail::WireCodec<T>;
+        ByteWriter w(82 + items_.size() * (8 + Codec::min_wire_bytes));
         w.header(Family::weighted_reservoir, format_version);
-        Codec::write_params(w);
+        Codec::write_descriptor(w);
         w.u64(k_);
         w.u64(seen_);
         w.f64(total_weight_);
@@ -202,15 +174,16 @@ class WeightedReservoir {
         return w.take();
     }
 
-    /// Reads serialize()'s bytes. Throws tally::FormatError for anything that
-    /// is not exactly a valid encoding of a WeightedReservoir<T>.
-    static WeightedReservoir deserialize(std::span<const std::byte> bytes)
+    /// Reads serialize()'s bytes, version 2 or 1 (whose keys log(u) / w are
+    /// converted). Throws tally::FormatError for anything that is not exactly
+    /// a valid encoding of a WeightedReservoir<T>.
+    [[nodiscard]] static WeightedReservoir deserialize(std::span<const std::byte> bytes)
         requires detail::ReservoirSerializable<T>
     {
-        using Codec = detail::ReservoirItemCodec<T>;
+        using Codec = detail::WireCodec<T>;
         ByteReader r(bytes);
-        r.header(Family::weighted_reservoir, format_version);
-        Codec::read_params(r, "tally::WeightedReservoir");
+        const std::uint8_t version = r.header(Family::weighted_reservoir, format_version);
+        detail::read_item_descriptor<T>(r, version, "tally::WeightedReservoir");
         const std::uint64_t k = r.u64();
         format_check(k >= 1 && k <= max_k, "weighted reservoir k is out of range [1, 4294967295]");
         const std::uint64_t seen = r.u64();
@@ -229,8 +202,12 @@ class WeightedReservoir {
         out.keys_.reserve(static_cast<std::size_t>(m));
         out.items_.reserve(static_cast<std::size_t>(m));
         for (std::uint64_t i = 0; i < m; ++i) {
-            const double key = r.f64();
-            format_check(key <= 0.0, "weighted reservoir key is positive or NaN");
+            double key = r.f64();
+            if (version == 1) {
+                format_check(key <= 0.0, "weighted reservoir key is positive or NaN");
+                key = -std::log(-key);  // log(u) / w  ->  log(w) - log(-log u); 0 -> +inf
+            }
+            format_check(!std::isnan(key), "weighted reservoir key is NaN");
             if (i > 0) format_check(out.keys_[(i - 1) / 2] <= key, "weighted reservoir keys are not in heap order");
             out.keys_.push_back(key);
             out.items_.push_back(Codec::read(r));
@@ -251,23 +228,28 @@ class WeightedReservoir {
         return w > 0.0 && w <= std::numeric_limits<double>::max();  // false for NaN and inf
     }
     [[noreturn]] static void throw_bad_weight(double w) {
-        char text[32];
-        std::snprintf(text, sizeof text, "%g", w);
-        detail::throw_invalid_argument(std::string("tally::WeightedReservoir::add: weight ") + text +
-                                       " is out of range (0, inf): weights must be finite and positive");
+        detail::throw_out_of_range_message("tally::WeightedReservoir::add", "weight", w, 0.0,
+                                           std::numeric_limits<double>::max(), detail::Bounds::left_open);
     }
-    static constexpr std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) noexcept {
-        const std::uint64_t s = a + b;
-        return s < a ? std::numeric_limits<std::uint64_t>::max() : s;
-    }
+    static constexpr std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) noexcept { return detail::sat_add(a, b); }
 
-    /// Weight to pass over before the next insertion: X = log(r) / log(T)
-    /// with T the smallest key (as u^(1/w)), i.e. exponential with rate
-    /// -log(T). A smallest key of 1 (log 0) means nothing can ever enter.
+    /// Items lighter than this skip the jump: with such weights the jump
+    /// would be a subnormal number, too coarse to compare against them.
+    static constexpr double jump_min_weight = 0x1.0p-1000;
+
+    /// The key of an item of weight w with uniform draw u in (0, 1]:
+    /// log(w) - log(-log u), increasing in u^(1/w), finite for every finite
+    /// w > 0 (log of a subnormal is about -745), +inf for u = 1.
+    static double key_of(double w, double u) noexcept { return std::log(w) - std::log(-std::log(u)); }
+
+    /// Weight to pass over before the next insertion: exponential with rate
+    /// -log T, T = the smallest key as u^(1/w), i.e. rate exp(-min_key):
+    /// X = -log(r) * exp(min_key). +inf when it overflows (then every item
+    /// is tested on its own key, see offer()).
     static double draw_jump(detail::ReservoirRng& rng, double min_key) noexcept {
-        const double log_r = std::log(rng.uniform_open0());  // <= 0
-        if (!(min_key < 0.0)) return std::numeric_limits<double>::infinity();
-        return log_r / min_key;  // >= 0; +inf if min_key is tiny, 0 if it is -inf
+        const double e = -std::log(rng.uniform_open0());  // >= 0
+        if (e == 0.0) return 0.0;
+        return e * std::exp(min_key);  // 0 for min_key = -inf, +inf for +inf
     }
 
     template <class U>
@@ -275,20 +257,35 @@ class WeightedReservoir {
         ++seen_;
         total_weight_ += w;
         if (items_.size() < k_) {
-            keys_.push_back(std::log(rng_.uniform_open0()) / w);
+            keys_.push_back(key_of(w, rng_.uniform_open0()));
             items_.push_back(std::forward<U>(item));
             sift_up(keys_, items_, keys_.size() - 1);
             if (items_.size() == k_) jump_ = draw_jump(rng_, keys_[0]);
             return;
         }
+        if (TALLY_UNLIKELY(w < jump_min_weight || !(jump_ < std::numeric_limits<double>::infinity()))) {
+            // A-Res for this item alone: its own key against the smallest.
+            // The pending jump is exponential, hence memoryless: an item
+            // decided on its own leaves its law unchanged.
+            const double key = key_of(w, rng_.uniform_open0());
+            if (!(key > keys_[0])) return;
+            replace_root(std::forward<U>(item), key);
+            return;
+        }
         jump_ -= w;
         if (TALLY_LIKELY(jump_ > 0.0)) return;
         // This item's key is conditioned to beat the smallest key T: with
-        // t = T^w, its u is uniform in (t, 1), so log(u) = log1p((t - 1) v)
-        // for v uniform in (0, 1], computed without forming t (which may
-        // underflow) via expm1.
-        const double log_t = w * keys_[0];
-        const double key = std::log1p(std::expm1(log_t) * rng_.uniform_open0()) / w;
+        // t = T^w and E = -log t = exp(log w - min_key), its u is uniform in
+        // (t, 1), so y = -log u = -log1p(expm1(-E) v), v uniform in (0, 1).
+        const double log_e = std::log(w) - keys_[0];
+        const double v = rng_.uniform_open();
+        // For tiny E, y = E v (1 + O(E)) and expm1/log1p would lose it to underflow.
+        const double log_y = log_e < -600.0 ? log_e + std::log(v) : std::log(-std::log1p(std::expm1(-std::exp(log_e)) * v));
+        replace_root(std::forward<U>(item), std::max(std::log(w) - log_y, keys_[0]));
+    }
+
+    template <class U>
+    void replace_root(U&& item, double key) {
         keys_[0] = key;
         items_[0] = std::forward<U>(item);
         sift_down(keys_, items_, 0);

@@ -1,0 +1,23 @@
+// DataSketches HllSketch import: any bytes must decode or raise FormatError,
+// and a decoded sketch must export (every target type) and decode back to the
+// same registers.
+#include <tally/sketch/hyperloglog.hpp>
+
+#include <span>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    try {
+        const auto h = tally::HyperLogLog::from_datasketches(
+            std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size));
+        (void)h.estimate();
+        (void)h.ertl_estimate();
+        for (auto t : {tally::DataSketchesHll::hll_4, tally::DataSketchesHll::hll_6, tally::DataSketchesHll::hll_8}) {
+            const auto back = tally::HyperLogLog::from_datasketches(h.to_datasketches(t));
+            if (!(back == h) || back.estimator() != h.estimator()) __builtin_trap();
+        }
+        const auto again = tally::HyperLogLog::deserialize(h.serialize());
+        if (!(again == h)) __builtin_trap();
+    } catch (const tally::FormatError&) {
+    }
+    return 0;
+}
