@@ -17,12 +17,16 @@
 //   BM_hash_line_probe_floor   the same, hashing the u64 key first: the
 //                          floor under BM_bloom
 //   BM_classic_bloom_baseline   the textbook filter, hashing like BM_bloom
+// At 100M keys (126 MB, several times any L3) only the one-key-per-call rows
+// run (BM_bloom and BM_hash_line_probe_floor), and only outside quick mode.
 // scripts/bench_summary.py pairs each row with the classic baseline of the
 // same <op>/<keys>. Counters: bits_per_item and the fpp measured on 1M keys
 // that were never added.
 #include <tally/sketch/bloom_filter.hpp>
 
 #include <benchmark/benchmark.h>
+
+#include "bench_support.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -72,7 +76,7 @@ class ClassicBloom {
 
   private:
     std::uint64_t pos(std::uint64_t a) const noexcept {
-        return static_cast<std::uint64_t>((static_cast<tally::detail::uint128_t>(a) * bits_) >> 64);
+        return static_cast<std::uint64_t>((static_cast<tally::detail::uint128>(a) * bits_) >> 64);
     }
     std::uint64_t bits_ = 0;
     unsigned k_ = 0;
@@ -225,15 +229,16 @@ void run_floor(benchmark::State& state, std::size_t n, Op op, bool hash_key) {
         std::uint64_t w[8];
     };
     const auto& ref = filled<tally::BloomFilter<>>(n);
-    const auto& hashes = hashes_for(n, op);
-    const std::uint64_t nlines = ref.filter.memory_bytes() / sizeof(Line);
+    static const std::vector<std::uint64_t> none;
+    const auto& hashes = hash_key ? none : hashes_for(n, op);
+    const std::uint64_t nlines = ref.filter.bit_bytes() / sizeof(Line);
     std::vector<Line> lines(nlines, Line{{~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull}});
     const std::uint64_t first_key = op == Op::miss ? miss_base : 0;
     std::size_t i = 0;
     std::uint64_t found = 0;
     for (auto _ : state) {
         const std::uint64_t h = hash_key ? tally::hash_of(first_key + i) : hashes[i];
-        Line& line = lines[static_cast<std::size_t>((static_cast<tally::detail::uint128_t>(h) * nlines) >> 64)];
+        Line& line = lines[static_cast<std::size_t>((static_cast<tally::detail::uint128>(h) * nlines) >> 64)];
         if (op == Op::add)
             line.w[h & 7] |= std::uint64_t{1} << ((h >> 3) & 63);
         else
@@ -252,13 +257,22 @@ std::string size_name(std::size_t n) {
 
 void register_all() {
     // Quick mode (scripts/bench headline): both sizes, without the scalar rows.
-    const bool quick = std::getenv("TALLY_BENCH_QUICK") != nullptr;
+    const bool quick = tally::bench::quick();
     const std::pair<const char*, Op> ops[] = {{"add", Op::add}, {"contains_hit", Op::hit}, {"contains_miss", Op::miss}};
-    for (std::size_t n : {std::size_t{100'000}, std::size_t{10'000'000}}) {
+    for (std::size_t n : {std::size_t{100'000}, std::size_t{10'000'000}, std::size_t{100'000'000}}) {
         const std::string s = size_name(n);
+        const bool huge = n == 100'000'000;
+        if (huge && quick) continue;
         for (const auto& [op_name, op] : ops) {
             const std::string suffix = std::string("/") + op_name + "/" + s;
             const Op o = op;
+            if (huge) {  // one key per call only: no precomputed hash arrays of 800 MB
+                benchmark::RegisterBenchmark(("BM_bloom" + suffix).c_str(),
+                                             [n, o](benchmark::State& st) { run<tally::BloomFilter<>>(st, n, o); });
+                benchmark::RegisterBenchmark(("BM_hash_line_probe_floor" + suffix).c_str(),
+                                             [n, o](benchmark::State& st) { run_floor(st, n, o, true); });
+                continue;
+            }
             benchmark::RegisterBenchmark(("BM_bloom" + suffix).c_str(),
                                          [n, o](benchmark::State& st) { run<tally::BloomFilter<>>(st, n, o); });
             benchmark::RegisterBenchmark(("BM_bloom_hashed" + suffix).c_str(),

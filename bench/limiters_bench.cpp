@@ -1,15 +1,21 @@
 // try_acquire cost of each limiter (single thread, caller-supplied now), the
 // atomic variants uncontended and with 2 threads, and a std::mutex-guarded
-// TokenBucket as the same-run baseline.
+// TokenBucket as the same-run baseline. Also: the price of a runtime quota in
+// the atomic forms (against a fixed-quota CAS word), DryRun's overhead, and
+// acquire_all over three limiters against three separate calls.
 //
 // The clock advances 500 ns per call against 1 unit per 1000 ns, so about
 // half the calls are admitted (both paths are measured).
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
 
+#include "bench_support.hpp"
+#include "tally/limit/acquire_all.hpp"
+#include "tally/limit/dry_run.hpp"
 #include "tally/limit/fixed_window.hpp"
 #include "tally/limit/gcra.hpp"
 #include "tally/limit/sliding_log.hpp"
@@ -21,7 +27,7 @@ namespace {
 const tally::Quota kQuota = tally::Quota::per(1000, std::chrono::milliseconds(1)).with_burst(100);
 constexpr std::uint64_t kStep = 500;
 // scripts/bench sets TALLY_BENCH_QUICK=1 for the headline run (~15 s budget).
-const double kMinTime = std::getenv("TALLY_BENCH_QUICK") != nullptr ? 0.05 : 0.5;
+const double kMinTime = tally::bench::quick() ? 0.05 : 0.5;
 
 template <class L>
 void BM_single(benchmark::State& state) {
@@ -79,6 +85,53 @@ struct MutexTokenBucket {
 
 void BM_mutex_token_bucket_baseline(benchmark::State& state) { BM_shared<MutexTokenBucket>(state); }
 
+// Baseline for AtomicGcra: the same GCRA on one CAS word with the quota fixed
+// at construction (no sequence counter, no policy loads).
+struct FixedQuotaAtomicGcra {
+    explicit FixedQuotaAtomicGcra(const tally::Quota& q) : grid(q) {}
+    tally::Decision try_acquire(std::uint64_t now) noexcept {
+        std::uint64_t tat = word.load(std::memory_order_relaxed);
+        for (;;) {
+            std::uint64_t next;
+            const tally::Decision d = grid.gcra(tat, now, 1, next);
+            if (next == tat) return d;
+            if (word.compare_exchange_weak(tat, next, std::memory_order_relaxed, std::memory_order_relaxed)) return d;
+        }
+    }
+    alignas(128) std::atomic<std::uint64_t> word{0};
+    tally::detail::EmissionGrid grid;
+};
+
+void BM_atomic_gcra_fixed_quota_baseline(benchmark::State& state) { BM_shared<FixedQuotaAtomicGcra>(state); }
+
+// Three limits per request: acquire_all against three separate try_acquire
+// calls (which do not give all-or-nothing).
+void BM_acquire_all_3(benchmark::State& state) {
+    tally::Gcra a(kQuota);
+    tally::FixedWindowLimiter b(kQuota);
+    tally::SlidingWindowLimiter<> c(kQuota);
+    std::uint64_t now = 1'000'000'000;
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(tally::acquire_all(now, 1, a, b, c));
+        now += kStep;
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
+void BM_three_calls_baseline(benchmark::State& state) {
+    tally::Gcra a(kQuota);
+    tally::FixedWindowLimiter b(kQuota);
+    tally::SlidingWindowLimiter<> c(kQuota);
+    std::uint64_t now = 1'000'000'000;
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(a.try_acquire(now));
+        benchmark::DoNotOptimize(b.try_acquire(now));
+        benchmark::DoNotOptimize(c.try_acquire(now));
+        now += kStep;
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
 }  // namespace
 
 BENCHMARK_TEMPLATE(BM_single, tally::FixedWindowLimiter)->Name("BM_fixed_window")->MinTime(kMinTime);
@@ -100,6 +153,10 @@ BENCHMARK_TEMPLATE(BM_shared, tally::AtomicTokenBucket)
     ->Threads(2)
     ->UseRealTime()
     ->MinTime(kMinTime);
+BENCHMARK(BM_atomic_gcra_fixed_quota_baseline)->Threads(1)->Threads(2)->UseRealTime()->MinTime(kMinTime);
+BENCHMARK_TEMPLATE(BM_single, tally::DryRun<tally::Gcra>)->Name("BM_dry_run_gcra")->MinTime(kMinTime);
+BENCHMARK(BM_acquire_all_3)->MinTime(kMinTime);
+BENCHMARK(BM_three_calls_baseline)->MinTime(kMinTime);
 BENCHMARK(BM_mutex_token_bucket_baseline)->Threads(1)->Threads(2)->UseRealTime()->MinTime(kMinTime);
 
 BENCHMARK_MAIN();

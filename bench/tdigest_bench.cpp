@@ -1,8 +1,12 @@
-// TDigest add / quantile / merge next to an exact sort-based baseline
-// (collect the values, sort, index) in the same run.
+// TDigest add / quantile / merge next to, in the same run: an exact
+// sort-based baseline (collect the values, sort, index), and for quantile and
+// cdf the linear walk over the centroids that answered queries before the
+// cumulative-weight view (same answers, bit for bit).
 #include <tally/sketch/tdigest.hpp>
 
 #include <benchmark/benchmark.h>
+
+#include "bench_support.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,9 +17,7 @@
 
 namespace {
 
-bool quick() {
-    return std::getenv("TALLY_BENCH_QUICK") != nullptr;
-}
+using tally::bench::quick;
 
 // Latency-like values: lognormal, from a fixed SplitMix64 stream.
 std::vector<double> latencies(std::size_t n, std::uint64_t seed) {
@@ -48,6 +50,80 @@ const std::vector<double>& sorted_data() {
     return s;
 }
 
+// The knots of the interpolated quantile function, walked from the left on
+// every query (the pre-view algorithm).
+struct LinearWalk {
+    std::vector<double> pos, val;
+    double n = 0;
+    explicit LinearWalk(tally::TDigest& d) : n(d.total()) {
+        const auto cs = d.centroids();
+        double prev = 0, w_before = 0;
+        auto emit = [&](double p, double v) {
+            p = std::clamp(p, prev, n);
+            prev = p;
+            pos.push_back(p);
+            val.push_back(v);
+        };
+        emit(0, d.min());
+        for (std::size_t i = 0; i < cs.size(); ++i) {
+            const double half = cs[i].weight / 2;
+            if (cs[i].weight <= 1) {
+                emit(w_before, cs[i].mean);
+                emit(w_before + cs[i].weight, cs[i].mean);
+            } else {
+                if (i == 0) emit(std::min(1.0, half), d.min());
+                emit(w_before + half, cs[i].mean);
+                if (i + 1 == cs.size()) emit(n - std::min(1.0, half), d.max());
+            }
+            w_before += cs[i].weight;
+        }
+        emit(n, d.max());
+    }
+    double quantile(double q) const {
+        const double r = q * n;
+        double pp = 0, pv = val[0];
+        for (std::size_t i = 0; i < pos.size(); ++i) {
+            if (pos[i] >= r) return (i == 0 || pos[i] <= pp) ? val[i] : pv + (val[i] - pv) * ((r - pp) / (pos[i] - pp));
+            pp = pos[i];
+            pv = val[i];
+        }
+        return val.back();
+    }
+    double cdf(double x) const {
+        if (x < val.front()) return 0;
+        if (x >= val.back()) return 1;
+        double pp = 0, pv = val[0];
+        for (std::size_t i = 0; i < pos.size(); ++i) {
+            if (val[i] > x) return (pp + (pos[i] - pp) * std::min(std::max((x - pv) / (val[i] - pv), 0.0), 1.0)) / n;
+            pp = pos[i];
+            pv = val[i];
+        }
+        return 1;
+    }
+};
+
+template <bool Cdf>
+void BM_linear_walk_baseline(benchmark::State& state) {
+    const auto& v = data();
+    tally::TDigest d(static_cast<double>(state.range(0)));
+    for (double x : v) d.add(x);
+    const LinearWalk walk(d);
+    static constexpr double qs[8] = {0.5, 0.9, 0.99, 0.999, 0.01, 0.25, 0.75, 0.95};
+    std::size_t i = 0;
+    double sink = 0;
+    for (auto _ : state) {
+        if constexpr (Cdf) {
+            sink += walk.cdf(v[i]);
+            i = (i + 1) & 1023;
+        } else {
+            sink += walk.quantile(qs[i++ & 7]);
+        }
+    }
+    benchmark::DoNotOptimize(sink);
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
+
 // Worst rank error |F_exact(quantile(q)) - q| over q = 0.001 .. 0.999.
 double max_rank_error(tally::TDigest& d) {
     const auto& sorted = sorted_data();
@@ -71,7 +147,7 @@ void BM_add(benchmark::State& state) {
         d.add(v[i]);
         i = (i + 1) & (v.size() - 1);
     }
-    benchmark::DoNotOptimize(d.count());
+    benchmark::DoNotOptimize(d.total());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
     state.counters["bytes"] = static_cast<double>(d.memory_bytes());
 }
@@ -120,7 +196,7 @@ void BM_merge(benchmark::State& state) {
     for (auto _ : state) {
         acc.merge(shard);
     }
-    benchmark::DoNotOptimize(acc.count());
+    benchmark::DoNotOptimize(acc.total());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
@@ -164,8 +240,12 @@ void BM_sorted_quantile_baseline(benchmark::State& state) {
     for (long c : {100L, 200L}) {
         benchmark::RegisterBenchmark("BM_add", BM_add)->Arg(c)->MinTime(t);
         benchmark::RegisterBenchmark("BM_quantile", BM_quantile)->Arg(c)->MinTime(t);
+        benchmark::RegisterBenchmark("BM_quantile_linear_walk_baseline", BM_linear_walk_baseline<false>)
+            ->Arg(c)
+            ->MinTime(t);
     }
     benchmark::RegisterBenchmark("BM_cdf", BM_cdf)->Arg(100)->MinTime(t);
+    benchmark::RegisterBenchmark("BM_cdf_linear_walk_baseline", BM_linear_walk_baseline<true>)->Arg(100)->MinTime(t);
     benchmark::RegisterBenchmark("BM_merge", BM_merge)->Arg(100)->Arg(200)->MinTime(t);
     benchmark::RegisterBenchmark("BM_sort_baseline", BM_sort_baseline)->Arg(quick() ? 1 << 16 : 1 << 20)->MinTime(t);
     benchmark::RegisterBenchmark("BM_sorted_quantile_baseline", BM_sorted_quantile_baseline)->MinTime(t);

@@ -41,6 +41,10 @@ struct Stream {
 int main() {
     constexpr std::size_t distinct_expected = 50'000;
     constexpr double fpp = 0.01;
+    // URLs come from pages anyone can write: a real crawler passes
+    // tally::Seed::random() as a third argument, so that no one can craft URLs
+    // that collide in the filter. The example keeps the default seed to print
+    // the same numbers on every run.
     tally::BloomFilter<> seen(distinct_expected, fpp);
     std::unordered_set<std::string> exact;  // the oracle, to grade the filter
 
@@ -71,7 +75,7 @@ int main() {
     std::printf("new URLs skipped as seen: %llu = %.3f%% (bound %.1f%%)\n",
                 static_cast<unsigned long long>(skipped_new), 100 * skipped_rate, 100 * fpp);
     std::printf("filter: %zu bytes = %.2f bits/URL, k = %u; an unordered_set of these strings needs > %zu bytes\n",
-                seen.memory_bytes(), seen.bits_per_item(), seen.hash_count(), exact.size() * (32 + 60));
+                seen.bit_bytes(), seen.bits_per_item(), seen.hash_count(), exact.size() * (32 + 60));
     std::printf("fill: approximate_count %.0f (error %.2f%%), estimated_fpp %.4f%%, over_capacity %s\n", count,
                 100 * count_err, 100 * seen.estimated_fpp(), seen.over_capacity() ? "yes" : "no");
     const bool full_ok = !seen.over_capacity() || seen.estimated_fpp() > fpp;

@@ -75,7 +75,7 @@ int main() {
     };
 
     std::printf("%d threads x %zu requests, merged digest: %zu centroids, %.0f values\n\n", threads, requests,
-                global.centroids().size(), global.count());
+                global.centroids().size(), global.total());
     std::printf("%-7s %12s %12s %12s\n", "", "t-digest ms", "exact ms", "rank error");
     bool ok = true;
     for (auto [name, q, bound] :

@@ -127,6 +127,34 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 2000; ++i) t.add(static_cast<double>(i % 97) * 1.5, 1.0 + (i % 3));
         put("tdigest", "filled", t.serialize());
     }
+    {
+        // Windowed: tag byte (0 HLL, 1 CountMin, 2 TDigest, 3 TopK, 4 Bloom, 5 Reservoir), then the frame.
+        auto fill = [](auto w, auto add) {
+            for (std::uint64_t t = 0; t < 9000; t += 150) add(w, t, t);
+            add(w, 6100, 1);  // late
+            return w;
+        };
+        auto plain = [](auto& w, std::uint64_t t, std::uint64_t x) { w.add(t, x); };
+        using HW = tally::Windowed<tally::HyperLogLog, 4>;
+        put_tagged("windowed", "hll_empty", 0, HW(1000, tally::HyperLogLog(6)).serialize());
+        put_tagged("windowed", "hll", 0, fill(HW(1000, tally::HyperLogLog(6)), plain).serialize());
+        put_tagged("windowed", "count_min", 1,
+                   fill(tally::Windowed<tally::CountMin<>, 4>(1000, tally::CountMin<>(16, 2)), plain).serialize());
+        put_tagged("windowed", "tdigest", 2,
+                   fill(tally::Windowed<tally::TDigest, 4>(1000, tally::TDigest(20)),
+                        [](auto& w, std::uint64_t t, std::uint64_t x) { w.add(t, static_cast<double>(x % 97)); })
+                       .serialize());
+        put_tagged("windowed", "top_k", 3,
+                   fill(tally::Windowed<tally::TopK<std::uint64_t>, 4>(1000, tally::TopK<std::uint64_t>(4)),
+                        [](auto& w, std::uint64_t t, std::uint64_t x) { w.add(t, x % 11); })
+                       .serialize());
+        put_tagged("windowed", "bloom_filter", 4,
+                   fill(tally::Windowed<tally::BloomFilter<>, 4>(1000, tally::BloomFilter<>(20, 0.1)), plain).serialize());
+        put_tagged("windowed", "reservoir", 5,
+                   fill(tally::Windowed<tally::Reservoir<std::uint64_t>, 4>(1000, tally::Reservoir<std::uint64_t>(3, 7)),
+                        plain)
+                       .serialize());
+    }
     std::printf("corpus written to %s\n", argv[1]);
     return 0;
 }

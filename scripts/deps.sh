@@ -47,7 +47,7 @@ tally_need_packages() {
         ;;
     esac
     echo "tally: no apt-get or brew here. Install: a C++20 compiler (g++ >= 12 or clang >= 14), CMake >= 3.25," >&2
-    echo "       Catch2 (v2.13 or v3), Google Benchmark, Python 3 and redis-server; then re-run." >&2
+    echo "       Catch2 (v2.13 or v3), Google Benchmark, Python 3, redis-server, hiredis and pkg-config; then re-run." >&2
     echo "       (Debian names: ${debs[*]})" >&2
     exit 1
 }
@@ -55,7 +55,11 @@ tally_need_packages() {
 # Base toolchain every script needs.
 tally_base_deps() {
     tally_need_packages cmake make g++ catch2 libbenchmark-dev python3 redis-server ca-certificates \
-        -- cmake catch2 google-benchmark python redis
+        libhiredis-dev pkg-config \
+        -- cmake catch2 google-benchmark python redis hiredis pkgconf
+    # redis-server is installed now: the Redis tests must find it and run
+    # (tests/redis_server.hpp fails instead of skipping).
+    export TALLY_REQUIRE_REDIS=1
     # The presets (workflow presets, schema 6) need CMake 3.25.
     local v
     v=$(cmake --version | head -1 | sed 's/[^0-9.]*\([0-9][0-9.]*\).*/\1/')

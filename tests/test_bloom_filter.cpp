@@ -16,7 +16,6 @@
 using tally::BloomFilter;
 using tally::test::big;
 
-using tally::test::message_of;
 
 namespace {
 
@@ -26,7 +25,7 @@ constexpr std::uint64_t probe_base = std::uint64_t{1} << 40;
 
 template <std::size_t B>
 BloomFilter<B> filled(std::size_t n, double fpp, std::uint64_t first = 0, std::uint64_t seed = 0) {
-    BloomFilter<B> f(n, fpp, seed);
+    BloomFilter<B> f(n, fpp, tally::Seed{seed});
     for (std::uint64_t i = first; i < first + n; ++i) f.add(i);
     return f;
 }
@@ -94,7 +93,7 @@ TEST_CASE("sizing is the smallest block count meeting fpp", "[bloom][sizing]") {
         const double lane_bits = 512.0 / f.hash_count();
         CHECK(tally::detail::bloom_blocked_fpr(1e6 / static_cast<double>(f.block_count() - 1), lane_bits,
                                                f.hash_count()) > c.fpp);
-        CHECK(f.memory_bytes() == f.block_count() * 64);
+        CHECK(f.bit_bytes() == f.block_count() * 64);
     }
     // Every allowed k was considered: this k needs no more blocks than the others.
     for (double fpp : {0.2, 0.05, 0.01, 1e-3, 1e-5, 1e-7}) {
@@ -121,17 +120,28 @@ TEST_CASE("the Poisson sum agrees with a brute-force sum", "[bloom][sizing]") {
 
 TEST_CASE("bad parameters throw invalid_argument with exact messages", "[bloom][errors]") {
     CHECK_THROWS_AS(BloomFilter<>(0, 0.01), std::invalid_argument);
-    CHECK(message_of([] { BloomFilter<>(0, 0.01); }) ==
-          "tally::BloomFilter: expected_items 0 is out of range (must be at least 1)");
-    CHECK(message_of([] { BloomFilter<>(10, 0.0); }) == "tally::BloomFilter: fpp 0 is out of range (0, 1)");
-    CHECK(message_of([] { BloomFilter<>(10, 1.0); }) == "tally::BloomFilter: fpp 1 is out of range (0, 1)");
-    CHECK(message_of([] { BloomFilter<>(10, -0.5); }) == "tally::BloomFilter: fpp -0.5 is out of range (0, 1)");
+    CHECK_THROWS_WITH(BloomFilter<>(0, 0.01), "tally::BloomFilter::BloomFilter: expected_items 0 is out of range [1, " +
+                                                  std::to_string(SIZE_MAX) + "]");
+    CHECK_THROWS_WITH(BloomFilter<>(10, 0.0), "tally::BloomFilter::BloomFilter: fpp 0 is out of range (0, 1)");
+    CHECK_THROWS_WITH(BloomFilter<>(10, 1.0), "tally::BloomFilter::BloomFilter: fpp 1 is out of range (0, 1)");
+    CHECK_THROWS_WITH(BloomFilter<>(10, -0.5), "tally::BloomFilter::BloomFilter: fpp -0.5 is out of range (0, 1)");
+    CHECK_THROWS_WITH(BloomFilter<>(10, std::nan("")),
+                      "tally::BloomFilter::BloomFilter: fpp nan is out of range (0, 1)");
     CHECK_THROWS_AS(BloomFilter<>(10, std::nan("")), std::invalid_argument);
     CHECK_THROWS_AS(BloomFilter<>(10, 1.5), std::invalid_argument);
     // Unreachable sizes are refused rather than allocated.
-    CHECK(message_of([] { BloomFilter<>(1000, 1e-300); }) ==
-          "tally::BloomFilter: expected_items 1000 at fpp 1e-300 needs more than 70368744177664 bytes (the maximum)");
+    CHECK_THROWS_WITH(BloomFilter<>(1000, 1e-300),
+                      "tally::BloomFilter::BloomFilter: expected_items 1000 at fpp 1e-300 needs more than "
+                      "70368744177664 bytes (the maximum)");
     CHECK_THROWS_AS(BloomFilter<>(std::size_t{1} << 62, 0.01), std::invalid_argument);
+    // The largest counts: the block count is bounded before any byte count is
+    // formed, so nothing wraps and the message names the real value.
+    for (const std::size_t n : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX / 2 + 1}) {
+        CHECK_THROWS_WITH(BloomFilter<>(n, 0.5), "tally::BloomFilter::BloomFilter: expected_items " +
+                                                     std::to_string(n) +
+                                                     " at fpp 0.5 needs more than 70368744177664 bytes (the maximum)");
+        CHECK_THROWS_AS(BloomFilter<16>(n, 0.999), std::invalid_argument);
+    }
     // Extremes that are fine.
     CHECK_NOTHROW(BloomFilter<>(1, 0.999));
     CHECK_NOTHROW(BloomFilter<>(1, 1e-12));
@@ -147,7 +157,7 @@ TEST_CASE("no false negatives over 1M keys", "[bloom][big]") {
     CHECK(missing == 0);
 
     // Strings, every string form hashing alike; and a seeded filter.
-    BloomFilter<> s(10'000, 0.001, 42);
+    BloomFilter<> s(10'000, 0.001, tally::Seed{42});
     for (int i = 0; i < 10'000; ++i) s.add("key-" + std::to_string(i));
     int s_missing = 0;
     for (int i = 0; i < 10'000; ++i) {
@@ -255,9 +265,9 @@ TEST_CASE("batch calls match per-key calls", "[bloom]") {
         for (std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{77}}) {
             for (bool scalar : {false, true}) {
                 INFO("items " << items << " seed " << seed << " scalar " << scalar);
-                BloomFilter<> one(items, 0.01, seed);
-                BloomFilter<> batch(items, 0.01, seed);
-                CHECK((batch.memory_bytes() > (std::size_t{256} << 10)) == (items == 300'000));
+                BloomFilter<> one(items, 0.01, tally::Seed{seed});
+                BloomFilter<> batch(items, 0.01, tally::Seed{seed});
+                CHECK((batch.bit_bytes() > (std::size_t{256} << 10)) == (items == 300'000));
                 tally::detail::bloom_force_scalar(batch, scalar);
                 std::vector<std::uint64_t> hashes;
                 for (std::uint64_t i = 0; i < items; ++i) hashes.push_back(tally::hash_of(i));
@@ -281,10 +291,15 @@ TEST_CASE("batch calls match per-key calls", "[bloom]") {
                 CHECK(positives == expected);
                 CHECK(disagree == 0);
                 CHECK(positives > 50'000);  // every added key plus some false positives
-                // out shorter than the input: only out.size() answers.
+                // a size mismatch throws before any answer is written
                 bool two[2] = {false, false};
-                CHECK(batch.contains_hashes(hashes, two) == 2);
+                CHECK_THROWS_WITH(batch.contains_hashes(hashes, two),
+                                  "tally::BloomFilter::contains_hashes: out.size() 2 differs from hashes.size() " +
+                                      std::to_string(hashes.size()));
+                CHECK((!two[0] && !two[1]));
+                CHECK(batch.contains_hashes(std::span<const std::uint64_t>(hashes).first(2), two) == 2);
                 CHECK((two[0] && two[1]));
+                CHECK(batch.total() == items);
             }
         }
     }
@@ -294,14 +309,16 @@ TEST_CASE("merge is the filter of the union", "[bloom][merge]") {
     const auto a = filled<64>(50'000, 0.01, 0);
     const auto b = filled<64>(50'000, 0.01, 30'000);  // overlaps a
     BloomFilter<64> u(50'000, 0.01);
-    for (std::uint64_t i = 0; i < 80'000; ++i) u.add(i);
+    for (std::uint64_t i = 0; i < 50'000; ++i) u.add(i);
+    for (std::uint64_t i = 30'000; i < 80'000; ++i) u.add(i);  // the overlap twice: total() counts repeats
     CHECK(tally::merged(a, b).serialize() == u.serialize());
+    CHECK(tally::merged(a, b).total() == 100'000);
     CHECK(tally::merged(a, b).approximate_count() == Catch::Approx(80'000).epsilon(0.03));
 
     const BloomFilter<64> empty(50'000, 0.01);
     const auto c = filled<64>(50'000, 0.01, 1'000'000);
     tally::test::check_merge_laws(empty, a, b, c);
-    tally::test::check_merge_laws(BloomFilter<32>(1000, 0.05, 9), filled<32>(1000, 0.05, 0, 9),
+    tally::test::check_merge_laws(BloomFilter<32>(1000, 0.05, tally::Seed{9}), filled<32>(1000, 0.05, 0, 9),
                                   filled<32>(1000, 0.05, 500, 9), filled<32>(1000, 0.05, 7000, 9));
 }
 
@@ -311,36 +328,53 @@ TEST_CASE("incompatible merges name the mismatch and leave the target unchanged"
     tally::test::check_incompatible_merge(a, filled<64>(1000, 0.01, 0, 1));  // seed
 
     auto target = a;
-    CHECK(message_of([&] { target.merge(filled<64>(2000, 0.01)); }) ==
-          "tally::BloomFilter::merge: block count " + std::to_string(a.block_count()) + " does not match " +
-              std::to_string(BloomFilter<64>(2000, 0.01).block_count()));
-    CHECK(message_of([&] { target.merge(BloomFilter<64>(1000, 0.01, 5)); }) ==
-          "tally::BloomFilter::merge: seed 0 does not match 5");
+    CHECK_THROWS_WITH(target.merge(filled<64>(2000, 0.01)),
+                      "tally::BloomFilter::merge: block count " + std::to_string(a.block_count()) +
+                          " does not match " + std::to_string(BloomFilter<64>(2000, 0.01).block_count()));
+    CHECK_THROWS_WITH(target.merge(BloomFilter<64>(1000, 0.01, tally::Seed{5})),
+                      "tally::BloomFilter::merge: seed 0 does not match 5");
     // Same block count, different k: build it through the wire format.
     auto bytes = a.serialize();
     bytes[10] = std::byte{16};
     const auto other_k = BloomFilter<64>::deserialize(bytes);
-    CHECK(message_of([&] { target.merge(other_k); }) == "tally::BloomFilter::merge: hash count k 8 does not match 16");
+    CHECK_THROWS_WITH(target.merge(other_k), "tally::BloomFilter::merge: hash count k 8 does not match 16");
     tally::test::check_incompatible_merge(a, other_k);
     CHECK(target.serialize() == a.serialize());
 }
 
 TEST_CASE("serialization: golden bytes, round trip, bad bytes", "[bloom][serialize]") {
-    BloomFilter<32> f(60, 0.05, 7);
+    BloomFilter<32> f(60, 0.05, tally::Seed{7});
     for (int i = 1; i <= 5; ++i) f.add(i);
     const auto bytes = f.serialize();
-    // frame | block_bytes 32 | k 4 | reserved | seed 7 | expected 60 | fpp 0.05 | 2 blocks | 64 bytes of bits
-    const std::string golden = std::string("54414c5905010000") + "2000" + "04" + "00" + "0700000000000000" +
-                               "3c00000000000000" + "9a9999999999a93f" + "0200000000000000" +
-                               "0000800000200004000400000002000490020000000000000004000001001000" +
-                               "0200020000000000008000010000000000000800000020000100000000800000";
+    // frame v2 | block_bytes 32 | k 4 | reserved | seed 7 | expected 60 | fpp 0.05 | 2 blocks | total 5 |
+    // 64 bytes of bits
+    const std::string bits = "0000800000200004000400000002000490020000000000000004000001001000"
+                             "0200020000000000008000010000000000000800000020000100000000800000";
+    const std::string golden = std::string("54414c5905020000") + "2000" + "04" + "00" + "0700000000000000" +
+                               "3c00000000000000" + "9a9999999999a93f" + "0200000000000000" + "0500000000000000" +
+                               bits;
     CHECK(to_hex(bytes) == golden);
+
+    // Version 1 (the same without total) is still read; total() is then the
+    // rounded approximate_count() of the bits.
+    const std::string golden_v1 = std::string("54414c5905010000") + "2000" + "04" + "00" + "0700000000000000" +
+                                  "3c00000000000000" + "9a9999999999a93f" + "0200000000000000" + bits;
+    std::vector<std::byte> v1;
+    for (std::size_t i = 0; i < golden_v1.size(); i += 2)
+        v1.push_back(static_cast<std::byte>(std::stoi(golden_v1.substr(i, 2), nullptr, 16)));
+    const auto old = BloomFilter<32>::deserialize(v1);
+    CHECK(old.serialize() == bytes);
+    CHECK(old.total() == 5);
+    tally::test::check_truncations_throw<BloomFilter<32>>(v1);
+    CHECK_THROWS_AS(BloomFilter<32>::deserialize(std::span<const std::byte>(v1).first(v1.size() - 1)),
+                    tally::FormatError);
 
     const auto back = BloomFilter<32>::deserialize(bytes);
     CHECK(back.serialize() == bytes);
     CHECK(back.hash_count() == f.hash_count());
     CHECK(back.block_count() == f.block_count());
-    CHECK(back.seed() == 7);
+    CHECK(back.seed() == tally::Seed{7});
+    CHECK(back.total() == 5);
     CHECK(back.expected_items() == 60);
     CHECK(back.fpp() == 0.05);
     for (int i = 1; i <= 5; ++i) CHECK(back.contains(i));
@@ -354,7 +388,12 @@ TEST_CASE("serialization: golden bytes, round trip, bad bytes", "[bloom][seriali
     auto bad = [&](std::size_t offset, std::uint8_t value) {
         auto b = bytes;
         b[offset] = std::byte{value};
-        return message_of<tally::FormatError>([&] { (void)BloomFilter<32>::deserialize(b); });
+        try {
+            (void)BloomFilter<32>::deserialize(b);
+        } catch (const tally::FormatError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(no exception)");
     };
     CHECK(bad(4, 2) == "tally: family id 2 where 5 was expected");
     CHECK(bad(8, 64) == "tally: BloomFilter block_bytes 64 where 32 was expected");
@@ -432,4 +471,36 @@ TEST_CASE("the seed changes every bit position but not the guarantees", "[bloom]
     }
     CHECK(fa > 1000);
     CHECK(both < fa / 20);
+}
+
+TEST_CASE("BloomFilter vocabulary: total, empty, memory_bytes, clear, Seed::random", "[bloom]") {
+    BloomFilter<> f(1000, 0.01);
+    CHECK(f.empty());
+    CHECK(f.total() == 0);
+    f.add(1);
+    f.add(1);
+    const std::uint64_t hs[3] = {11, 12, 13};
+    f.add_hashes(hs);
+    CHECK(f.total() == 5);  // with repeats
+    CHECK(!f.empty());
+    CHECK(f.memory_bytes() == f.bit_bytes() + sizeof(f));
+    CHECK(f.bit_bytes() == f.block_count() * 64);
+    auto g = f;
+    g.merge(f);
+    CHECK(g.total() == 10);
+    f.clear();
+    CHECK(f.empty());
+    CHECK(f.set_bits() == 0);
+
+    // a random seed: different bits from seed 0, kept by serialize, merges
+    // only with the same seed
+    const tally::Seed s = tally::Seed::random();
+    BloomFilter<> r(1000, 0.01, s), r2(1000, 0.01, s), zero(1000, 0.01);
+    for (std::uint64_t i = 0; i < 100; ++i) r.add(i), zero.add(i), r2.add(i + 100);
+    if (s != tally::Seed{}) CHECK(r.serialize() != zero.serialize());
+    auto back = BloomFilter<>::deserialize(r.serialize());
+    CHECK(back.seed() == s);
+    back.merge(r2);
+    for (std::uint64_t i = 0; i < 200; ++i) CHECK(back.contains(i));
+    if (s != tally::Seed{}) CHECK_THROWS_AS(back.merge(zero), std::invalid_argument);
 }

@@ -14,8 +14,11 @@
 #include "core/summary.hpp"
 
 #include "window/sliding_counter.hpp"
+#include "window/windowed.hpp"
 
+#include "limit/acquire_all.hpp"
 #include "limit/decision.hpp"
+#include "limit/dry_run.hpp"
 #include "limit/fixed_window.hpp"
 #include "limit/gcra.hpp"
 #include "limit/keyed.hpp"
@@ -23,6 +26,7 @@
 #include "limit/sliding_log.hpp"
 #include "limit/sliding_window.hpp"
 #include "limit/token_bucket.hpp"
+#include "limit/wait.hpp"
 
 #include "sketch/bloom_filter.hpp"
 #include "sketch/count_min.hpp"

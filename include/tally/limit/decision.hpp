@@ -1,6 +1,6 @@
 // tally/limit/decision.hpp: the answer every limiter gives, and the concepts
 // naming the limiter shape (RateLimiter) and the per-key state contract
-// (KeyedRateLimiter) that KeyedLimiter builds on.
+// (PerKeyPolicy) that KeyedLimiter builds on.
 #pragma once
 
 #include <concepts>
@@ -63,35 +63,34 @@ concept RateLimiter = std::constructible_from<L, Quota> &&
                           { cl.quota() } noexcept -> std::same_as<Quota>;
                       };
 
-/// Per-key state contract: the limiter object is a *policy* (the Quota turned
-/// into constants, shared by all keys) applied to a small external `State`,
-/// so a table can hold millions of keys at sizeof(State) bytes each.
+/// PerKeyPolicy: the per-key state contract. The limiter object is a
+/// *policy* (the Quota turned into constants, shared by all keys) applied to
+/// a small external `State`, so a table can hold millions of keys at
+/// sizeof(State) bytes each.
 ///
 ///   using State = ...;   trivially copyable; `State{}` is a fresh state
-///                        (zero bytes mean "full, never used")
 ///   State fresh_state() const noexcept            what a new key starts with
 ///   Decision try_acquire(State& s, std::uint64_t now_ns,
 ///                        std::uint64_t cost = 1) const noexcept
-///       the policy applied to `s`: identical decisions to the object-level
-///       try_acquire on a limiter whose internal state is `s`; changes what
-///       `s` means only when it admits a request with cost > 0 (a denial or
-///       peek may still rewrite `s` into an equivalent form, e.g. roll a ring;
-///       Gcra, TokenBucket and FixedWindowLimiter never write then)
+///       the policy applied to `s`: the decisions of the object-level
+///       try_acquire on a limiter whose state is `s`; a denial or peek
+///       changes nothing observable in `s`
 ///   bool is_fresh(const State& s, std::uint64_t now_ns) const noexcept
-///       true when `s` behaves exactly like fresh_state() for every request
-///       at now_ns or later, so a table may drop the key and recreate it
-///       fresh on its next request (dropping it also forgets how late its
-///       last request was; a table that must keep the time-going-backwards
-///       guarantee across a drop passes a table-wide max of now_ns)
+///       `s` behaves exactly like fresh_state() for every request at now_ns
+///       or later, so a table may drop the key
+///   State rebase_state(const State& s, const L& old_policy,
+///                      std::uint64_t now_ns) const noexcept
+///       `s`, made under old_policy's quota, converted to this policy's
+///       quota at now_ns (what set_quota does to the object's own state):
+///       units spent stay spent, counts in the window stay, and the result
+///       never admits more at now_ns than this quota allows; rebasing onto
+///       an equal quota changes no decision
 ///
-/// The const member functions touch no mutable member, so one policy may be
-/// shared by threads that each own (or lock) their states.
-///
-/// Satisfied by FixedWindowLimiter, SlidingWindowLimiter, TokenBucket and
-/// Gcra. SlidingLogLimiter keeps a variable-size exact log and is only a
-/// RateLimiter.
+/// The const members touch no mutable member, so one policy may be shared by
+/// threads that each own (or lock) their states. Satisfied by
+/// FixedWindowLimiter, SlidingWindowLimiter, TokenBucket and Gcra.
 template <class L>
-concept KeyedRateLimiter =
+concept PerKeyPolicy =
     RateLimiter<L> && std::is_trivially_copyable_v<typename L::State> &&
     std::is_default_constructible_v<typename L::State> &&
     requires(const L& cl, typename L::State& s, const typename L::State& cs, std::uint64_t now, std::uint64_t cost) {
@@ -99,6 +98,12 @@ concept KeyedRateLimiter =
         { cl.try_acquire(s, now, cost) } noexcept -> std::same_as<Decision>;
         { cl.try_acquire(s, now) } noexcept -> std::same_as<Decision>;
         { cl.is_fresh(cs, now) } noexcept -> std::same_as<bool>;
+        { cl.rebase_state(cs, cl, now) } noexcept -> std::same_as<typename L::State>;
     };
+
+/// Deprecated: the former name of PerKeyPolicy (easily confused with the
+/// KeyedLimiter class); kept for one release.
+template <class L>
+concept KeyedRateLimiter = PerKeyPolicy<L>;
 
 }  // namespace tally

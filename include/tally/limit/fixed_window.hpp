@@ -5,37 +5,33 @@
 #include <limits>
 
 #include "../core/platform.hpp"
+#include "../detail/primitives.hpp"
 #include "decision.hpp"
 #include "quota.hpp"
 
 namespace tally {
 
 /// FixedWindowLimiter: at most `limit` units per aligned window
-/// [k*window_ns, (k+1)*window_ns) of the monotonic clock (windows are
-/// counted from time 0, so every limiter on one clock shares boundaries).
-/// The simplest limiter (seed 004, "Fixed window"; Redis INCR + EXPIRE).
+/// [k*window_ns, (k+1)*window_ns) of the monotonic clock (windows counted from
+/// time 0, so every limiter on one clock shares boundaries). The simplest
+/// limiter: one counter reset on the boundary, as Redis INCR + EXPIRE.
 ///
-/// Error guarantee, stated honestly: within one aligned window the count is
-/// exact; across a boundary up to 2 * limit units can pass in an interval
-/// as short as 2 ns (limit at the last nanosecond of a window, limit more at
-/// the first of the next). In any interval of length window_ns at most
-/// 2 * limit pass (tested). Use SlidingWindowLimiter or a bucket if that
-/// matters. burst is ignored.
+/// Guarantee: within one aligned window the count is exact; across a boundary
+/// up to 2 * limit units can pass in an interval as short as 2 ns, and in any
+/// interval of length window_ns at most 2 * limit pass. burst is ignored.
 ///
 /// Decision: remaining = limit - count; retry_after_ns = time to the next
-/// boundary (exact: retrying then passes, one nanosecond earlier does not),
-/// or tally::never for cost > limit; reset_after_ns = time to the next
-/// boundary when the window has a count, else 0.
+/// boundary (exact), tally::never for cost > limit; reset_after_ns = time to
+/// the next boundary when the window has a count, else 0. A now_ns in an
+/// earlier window than the stored one is counted in the stored window.
 ///
-/// Time going backwards: a now_ns in a window before the stored one is
-/// counted in the stored (latest) window; the window never moves back, so
-/// a stale time can only see less capacity.
+/// set_quota(q, now_ns): the count of the window holding now_ns stays (even
+/// above the new limit) until the end of the new window that holds now_ns;
+/// an ended window's count is gone.
 ///
-/// Memory: State is 16 bytes (count and window index; static_assert).
-/// Integer only; (k+1)*window_ns is formed in 128 bits, and a boundary past
-/// the end of the 64-bit clock reads as tally::never.
-/// Thread safety: object-level try_acquire / allow are not thread-safe; the
-/// const State overloads, fresh_state, is_fresh and quota are thread-safe on
+/// Memory: 16-byte State (count, window index). 128-bit boundary products; a
+/// boundary past the 64-bit clock reads as tally::never. Thread safety:
+/// object-level calls are not thread-safe; the const State overloads are, on
 /// distinct States.
 ///
 ///   tally::FixedWindowLimiter per_minute(tally::Quota::per_minute(60));
@@ -48,7 +44,7 @@ class FixedWindowLimiter {
         std::uint64_t window = 0;  // now_ns / window_ns of the counted window
     };
 
-    explicit FixedWindowLimiter(const Quota& quota) : quota_((quota.validate("tally::FixedWindowLimiter"), quota)) {}
+    explicit FixedWindowLimiter(const Quota& quota) : quota_((quota.validate("tally::FixedWindowLimiter::FixedWindowLimiter"), quota)) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
@@ -57,13 +53,23 @@ class FixedWindowLimiter {
     }
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
 
+    /// Replaces the quota at now_ns, keeping the state through rebase_state.
+    /// Throws std::invalid_argument (nothing changed) for a bad quota.
+    void set_quota(const Quota& quota, std::uint64_t now_ns) {
+        quota.validate("tally::FixedWindowLimiter::set_quota");
+        const FixedWindowLimiter next(quota);
+        state_ = next.rebase_state(state_, *this, now_ns);
+        quota_ = next.quota_;
+    }
+
+    // Per-key policy interface (PerKeyPolicy).
     [[nodiscard]] State fresh_state() const noexcept { return State{}; }
     Decision try_acquire(State& s, std::uint64_t now_ns, std::uint64_t cost = 1) const noexcept {
         const std::uint64_t limit = quota_.limit;
         std::uint64_t w = now_ns / quota_.window_ns;
         if (w < s.window) w = s.window;  // stale: count in the latest window
         const std::uint64_t count = w == s.window ? s.count : 0;
-        const std::uint64_t have = limit - count;
+        const std::uint64_t have = count < limit ? limit - count : 0;
         const std::uint64_t to_boundary = until_window(w + 1, now_ns);
         if (cost <= have) {
             if (cost == 0) return Decision{true, have, 0, count != 0 ? to_boundary : 0};
@@ -77,14 +83,28 @@ class FixedWindowLimiter {
         return s.count == 0 || now_ns / quota_.window_ns > s.window;
     }
 
+    /// `s` made under `old`'s quota, moved to this quota at now_ns: the count
+    /// of old's window holding now_ns (or of the stored later window, for a
+    /// stale now_ns) stays, whole, in this quota's window that holds that
+    /// instant. A count whose window has ended is dropped.
+    [[nodiscard]] State rebase_state(const State& s, const FixedWindowLimiter& old,
+                                     std::uint64_t now_ns) const noexcept {
+        if (s.count == 0 || now_ns / old.quota_.window_ns > s.window) return State{};
+        // The stored window is current, or later than now_ns (stale time):
+        // keep the count at the later of now_ns and that window's start.
+        const detail::uint128 start = static_cast<detail::uint128>(s.window) * old.quota_.window_ns;
+        constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+        const std::uint64_t t = start <= now_ns ? now_ns : start > max ? max : static_cast<std::uint64_t>(start);
+        return State{s.count, t / quota_.window_ns};
+    }
+
     [[nodiscard]] State state() const noexcept { return state_; }
 
   private:
     // Wait from now until window index k starts; never if past the clock's end.
     [[nodiscard]] std::uint64_t until_window(std::uint64_t k, std::uint64_t now_ns) const noexcept {
-        __extension__ typedef unsigned __int128 u128;
         if (k == 0) return never;  // w + 1 wrapped: there is no next window
-        const u128 start = static_cast<u128>(k) * quota_.window_ns;
+        const detail::uint128 start = static_cast<detail::uint128>(k) * quota_.window_ns;
         if (start > std::numeric_limits<std::uint64_t>::max()) return never;
         return static_cast<std::uint64_t>(start) - now_ns;
     }

@@ -5,15 +5,15 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <thread>
 
 #include "../core/platform.hpp"
+#include "../detail/primitives.hpp"
 #include "decision.hpp"
 #include "quota.hpp"
 
 namespace tally {
 namespace detail {
-
-__extension__ typedef unsigned __int128 limit_u128;
 
 /// The emission grid shared by TokenBucket, Gcra and their atomic forms.
 ///
@@ -49,7 +49,7 @@ struct EmissionGrid {
     /// floor(t * num / den): grid instants in (0, t]. At most t.
     TALLY_ALWAYS_INLINE std::uint64_t index(std::uint64_t t) const noexcept {
         if (TALLY_LIKELY(t <= fast_t)) return t * num / den;
-        return static_cast<std::uint64_t>(static_cast<limit_u128>(t) * num / den);
+        return static_cast<std::uint64_t>(static_cast<uint128>(t) * num / den);
     }
 
     /// Earliest t with index(t) >= k, i.e. ceil(k * den / num); saturates at
@@ -59,8 +59,8 @@ struct EmissionGrid {
             const std::uint64_t p = k * den;
             return p / num + (p % num != 0 ? 1 : 0);
         }
-        const limit_u128 p = static_cast<limit_u128>(k) * den;
-        const limit_u128 t = p / num + (p % num != 0 ? 1 : 0);
+        const uint128 p = static_cast<uint128>(k) * den;
+        const uint128 t = p / num + (p % num != 0 ? 1 : 0);
         return t > std::numeric_limits<std::uint64_t>::max() ? std::numeric_limits<std::uint64_t>::max()
                                                                : static_cast<std::uint64_t>(t);
     }
@@ -75,10 +75,9 @@ struct EmissionGrid {
 
     /// GCRA on theoretical-arrival index `tat` (TAT = tat * T). Returns the
     /// decision; `next` receives the new index (== tat unless admitted with
-    /// cost > 0).
-    TALLY_ALWAYS_INLINE Decision gcra(std::uint64_t tat, std::uint64_t now, std::uint64_t cost,
-                                      std::uint64_t& next) const noexcept {
-        constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+    /// cost > 0). No index above `top` is ever produced (the end of the clock).
+    TALLY_ALWAYS_INLINE Decision gcra(std::uint64_t tat, std::uint64_t now, std::uint64_t cost, std::uint64_t& next,
+                                      std::uint64_t top = std::numeric_limits<std::uint64_t>::max()) const noexcept {
         const std::uint64_t n = index(now);
         // debt: tokens not yet re-emitted at `now`. A stale `now` (before an
         // admitted request's grid instant) makes it larger, never smaller.
@@ -87,7 +86,7 @@ struct EmissionGrid {
         const std::uint64_t base = tat > n ? tat : n;
         // End of the clock (index within 2^40 of 2^64): what would push the
         // index past 2^64 - 1 is denied for good rather than wrapped.
-        const std::uint64_t room = max - base;
+        const std::uint64_t room = base < top ? top - base : 0;
         const std::uint64_t avail = level < room ? level : room;
         next = tat;
         if (TALLY_LIKELY(cost <= avail)) {
@@ -101,62 +100,192 @@ struct EmissionGrid {
         return Decision{false, avail, wait_until(tat + cost - cap, now), reset};
     }
 
-    /// gcra() on a shared atomic index with a relaxed compare-and-swap loop
-    /// (AtomicGcra and AtomicTokenBucket). The word publishes no other data,
-    /// and read-modify-writes of one atomic are totally ordered whatever
-    /// their order argument, so relaxed is enough for the admission bound.
-    /// Denials and peeks are a single load.
-    Decision gcra_cas(std::atomic<std::uint64_t>& word, std::uint64_t now, std::uint64_t cost) const noexcept {
-        std::uint64_t tat = word.load(std::memory_order_relaxed);
+    /// The index `tat`, made on grid `from`, moved onto this grid at `now`:
+    /// the debt (units not yet re-emitted at now on `from`) stays, whole, and
+    /// is re-emitted on this grid from now. It is not clamped to this bucket's
+    /// size: a key that spent 10 under a burst of 10, moved to a burst of 5
+    /// and back, must not spend 5 more at the same instant. A never used
+    /// state (0) stays fresh.
+    [[nodiscard]] std::uint64_t rebase(std::uint64_t tat, const EmissionGrid& from, std::uint64_t now) const noexcept {
+        if (tat == 0) return 0;
+        const std::uint64_t n = from.index(now);
+        return sat_add(index(now), tat > n ? tat - n : 0);
+    }
+};
+
+/// The shared state of AtomicGcra and AtomicTokenBucket: one word `word_`
+/// holding the theoretical-arrival index, updated by compare-and-swap, and
+/// the policy (grid, quota) that set_quota may replace while other threads
+/// acquire.
+///
+/// Why acquirers never apply one quota to a state made under another: the
+/// word only ever grows (an admission writes a larger index, a quota change
+/// writes word + 1 and records the offset between word and index for the new
+/// grid), so a CAS that succeeds proves that no quota change happened since
+/// the word was read. The policy fields are read under a sequence counter
+/// (`seq_`, odd while a change is in progress), so a torn read is retried,
+/// and a change publishes its fields before the word of the new quota. The
+/// fields are atomics stored with release and loaded with acquire (plain
+/// moves on x86-64), so a reader that sees a new field sees the odd count.
+class AtomicEmission {
+  public:
+    explicit AtomicEmission(const Quota& q) noexcept { publish(EmissionGrid(q), q, 0, 0); }
+
+    Decision try_acquire(std::uint64_t now, std::uint64_t cost) noexcept {
         for (;;) {
+            std::uint64_t w;
+            const Policy p = read(w);
             std::uint64_t next;
-            const Decision d = gcra(tat, now, cost, next);
+            const std::uint64_t tat = w - p.offset;
+            const Decision d = p.grid.gcra(tat, now, cost, next, p.top);
             if (next == tat) return d;
-            if (word.compare_exchange_weak(tat, next, std::memory_order_relaxed, std::memory_order_relaxed)) return d;
+            if (word_.compare_exchange_strong(w, next + p.offset, std::memory_order_relaxed,
+                                              std::memory_order_relaxed))
+                return d;
         }
     }
+
+    void set_quota(const Quota& q, std::uint64_t now) noexcept {
+        const EmissionGrid g(q);
+        // Writers exclude each other by making seq_ odd; acquirers wait meanwhile.
+        std::uint64_t s = seq_.load(std::memory_order_relaxed);
+        for (;;) {
+            if ((s & 1) != 0) {
+                std::this_thread::yield();
+                s = seq_.load(std::memory_order_relaxed);
+            } else if (seq_.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+                break;
+            }
+        }
+        const Policy old = fields();
+        std::uint64_t w = word_.load(std::memory_order_relaxed);
+        for (;;) {
+            const std::uint64_t tat = g.rebase(w - old.offset, old.grid, now);
+            // At the very end of the clock the word cannot grow: nothing can
+            // be admitted there under either quota, so no acquirer's CAS can
+            // succeed on the old reading.
+            const std::uint64_t w2 = w < std::numeric_limits<std::uint64_t>::max() ? w + 1 : w;
+            publish(g, q, tat, w2);
+            if (word_.compare_exchange_strong(w, w2, std::memory_order_release, std::memory_order_relaxed)) break;
+        }
+        seq_.store(s + 2, std::memory_order_release);
+    }
+
+    [[nodiscard]] Quota quota() const noexcept {
+        constexpr auto a = std::memory_order_acquire;
+        for (;;) {
+            const std::uint64_t s1 = seq_.load(a);
+            if ((s1 & 1) != 0) {
+                std::this_thread::yield();
+                continue;
+            }
+            const Quota q{limit_.load(a), window_.load(a), burst_.load(a)};
+            if (seq_.load(std::memory_order_relaxed) == s1) return q;
+        }
+    }
+    /// The theoretical-arrival index on the current quota's grid.
+    [[nodiscard]] std::uint64_t index() const noexcept {
+        std::uint64_t w;
+        const Policy p = read(w);
+        return w - p.offset;
+    }
+    /// Units available at now (a snapshot).
+    [[nodiscard]] std::uint64_t tokens(std::uint64_t now) const noexcept {
+        std::uint64_t w;
+        const Policy p = read(w);
+        const std::uint64_t tat = w - p.offset, n = p.grid.index(now);
+        const std::uint64_t debt = tat > n ? tat - n : 0;
+        return debt >= p.grid.cap ? 0 : p.grid.cap - debt;
+    }
+
+  private:
+    // What an acquirer needs: the grid, word - index (mod 2^64) and the
+    // highest index whose word still fits in 64 bits.
+    struct Policy {
+        EmissionGrid grid;
+        std::uint64_t offset;
+        std::uint64_t top;
+    };
+
+    // A consistent (policy, word) pair: the word read after an even count,
+    // the fields unchanged until the count is read again.
+    Policy read(std::uint64_t& w) const noexcept {
+        for (;;) {
+            const std::uint64_t s1 = seq_.load(std::memory_order_acquire);
+            if ((s1 & 1) != 0) {
+                std::this_thread::yield();
+                continue;
+            }
+            w = word_.load(std::memory_order_acquire);
+            const Policy p = fields();
+            if (seq_.load(std::memory_order_relaxed) == s1) return p;
+        }
+    }
+
+    // Acquire loads pair with publish()'s release stores: a reader that sees
+    // any field of a change in progress then sees the odd count.
+    Policy fields() const noexcept {
+        constexpr auto r = std::memory_order_acquire;
+        Policy p;
+        p.grid.num = num_.load(r);
+        p.grid.den = den_.load(r);
+        p.grid.cap = cap_.load(r);
+        p.grid.fast_t = fast_t_.load(r);
+        p.grid.fast_k = fast_k_.load(r);
+        p.offset = offset_.load(r);
+        p.top = top_.load(r);
+        return p;
+    }
+
+    // The new era maps index `base_index` to word `base_word`.
+    void publish(const EmissionGrid& g, const Quota& q, std::uint64_t base_index, std::uint64_t base_word) noexcept {
+        constexpr auto r = std::memory_order_release;
+        constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+        const std::uint64_t a = max - base_index, b = max - base_word;
+        num_.store(g.num, r);
+        den_.store(g.den, r);
+        cap_.store(g.cap, r);
+        fast_t_.store(g.fast_t, r);
+        fast_k_.store(g.fast_k, r);
+        offset_.store(base_word - base_index, r);
+        top_.store(base_index + (a < b ? a : b), r);
+        limit_.store(q.limit, r);
+        window_.store(q.window_ns, r);
+        burst_.store(q.burst, r);
+    }
+
+    std::atomic<std::uint64_t> word_{0};
+    std::atomic<std::uint64_t> seq_{0};
+    std::atomic<std::uint64_t> num_{1}, den_{1}, cap_{1}, fast_t_{0}, fast_k_{0}, offset_{0}, top_{0};
+    std::atomic<std::uint64_t> limit_{1}, window_{1}, burst_{0};
 };
 
 }  // namespace detail
 
 /// Gcra: the Generic Cell Rate Algorithm (ITU-T I.371 / ATM Forum TM 4.0,
 /// "virtual scheduling" form), the single-timestamp equivalent of a token
-/// bucket. State is one 8-byte number, the theoretical arrival time (TAT).
+/// bucket. State: the theoretical arrival time (TAT), 8 bytes.
 ///
-/// Parameters from a Quota: emission interval T = window_ns / limit (an
-/// exact rational, see below), burst b = quota.capacity(), burst tolerance
-/// tau = T * (b - 1). A request of cost c at time t is admitted iff
-/// max(TAT, t) + c*T - t <= tau + T, i.e. at most b units pass at one
-/// instant after idle time and the long-run rate is limit per window_ns;
-/// admitted, TAT becomes max(TAT, t) + c*T.
+/// With emission interval T = window_ns / limit (an exact rational) and burst
+/// b = quota.capacity(), a request of cost c at t is admitted iff
+/// max(TAT, t) + c*T - t <= b*T; admitted, TAT becomes max(TAT, t) + c*T.
+/// TAT is kept as an index J on the grid of instants k*T counted from time 0
+/// and t is read as index(t) = floor(t/T): integer only, no rounding drift,
+/// and in any interval (s, e] at most b + index(e) - index(s) units pass.
+/// TokenBucket on the same Quota decides identically on every stream.
 ///
-/// Exact integer arithmetic: TAT is kept as an index J on the emission grid
-/// (TAT = J*T, grid instants k*T counted from time 0) and arrival times are
-/// read as index(t) = floor(t/T). So units are re-emitted at the grid
-/// instants k*T, whatever the phase of the first request: in any interval
-/// (s, e] at most b + index(e) - index(s) units are admitted, which over a
-/// window_ns is b + limit, the same bound as a continuous bucket. No
-/// rounding accumulates, and TokenBucket built from the same Quota makes
-/// identical decisions on every stream (tested).
+/// Decision: remaining = b - debt (debt = max(0, J - index(t))); retry_after_ns
+/// exact to the nanosecond; reset_after_ns = time until debt is 0; cost > b is
+/// denied with tally::never. Denials and peeks write nothing. A stale t sees
+/// more debt, never less. Within 2^40 grid instants of t = 2^64 ns requests
+/// are denied rather than wrapped.
 ///
-/// Decision: remaining = b - debt (debt = max(0, J - index(t)), the units not
-/// yet re-emitted); retry_after_ns = time until debt <= b - c, exact to the
-/// nanosecond; reset_after_ns = time until debt is 0. cost > b: denied,
-/// retry_after_ns = tally::never. Denials and peeks (cost 0) write nothing.
+/// set_quota(q, now_ns): the debt at now_ns stays (units spent stay spent,
+/// even above the new b) and is re-emitted at the new rate from now_ns.
 ///
-/// Time going backwards: J never decreases, and a stale t is read as that
-/// earlier instant, when fewer units had been re-emitted, so it sees less
-/// capacity, never more (stricter than clamping it forward).
-///
-/// Range: Quota's (limit <= 2^40, limit <= window_ns <= 2^62, burst <=
-/// 2^40); 128-bit products where 64 bits could overflow. Within 2^40 grid
-/// instants of t = 2^64 ns (584 years after the clock's epoch) requests are
-/// denied rather than wrapped.
-///
-/// Memory: State is 8 bytes (static_assert). Thread safety: try_acquire /
-/// allow on the object mutate its internal state (not thread-safe; use
-/// AtomicGcra); the const State overloads, fresh_state, is_fresh and quota
-/// are thread-safe on distinct States.
+/// Memory: 8-byte State. Thread safety: the object-level calls are not
+/// thread-safe (use AtomicGcra); the const State overloads are, on distinct
+/// States.
 ///
 ///   tally::Gcra g(tally::Quota::per_second(10).with_burst(5));
 ///   if (auto d = g.try_acquire(now_ns); !d) reply_429(d.retry_after_ns);
@@ -167,7 +296,7 @@ class Gcra {
         std::uint64_t tat = 0;
     };
 
-    explicit Gcra(const Quota& quota) : quota_((quota.validate("tally::Gcra"), quota)), grid_(quota) {}
+    explicit Gcra(const Quota& quota) : quota_((quota.validate("tally::Gcra::Gcra"), quota)), grid_(quota) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
@@ -176,7 +305,16 @@ class Gcra {
     }
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
 
-    // Per-key policy interface (KeyedRateLimiter).
+    /// Replaces the quota at now_ns, keeping the state through rebase_state.
+    /// Throws std::invalid_argument (nothing changed) for a bad quota.
+    void set_quota(const Quota& quota, std::uint64_t now_ns) {
+        const Gcra next(checked(quota, "tally::Gcra::set_quota"));
+        state_ = next.rebase_state(state_, *this, now_ns);
+        quota_ = next.quota_;
+        grid_ = next.grid_;
+    }
+
+    // Per-key policy interface (PerKeyPolicy).
     [[nodiscard]] State fresh_state() const noexcept { return State{}; }
     Decision try_acquire(State& s, std::uint64_t now_ns, std::uint64_t cost = 1) const noexcept {
         std::uint64_t next;
@@ -187,11 +325,22 @@ class Gcra {
     [[nodiscard]] bool is_fresh(const State& s, std::uint64_t now_ns) const noexcept {
         return s.tat <= grid_.index(now_ns);
     }
+    /// `s` made under `old`'s quota, moved to this quota at now_ns: the units
+    /// not yet re-emitted at now_ns (on old's grid) stay spent, all of them,
+    /// and are re-emitted at this rate from now_ns.
+    [[nodiscard]] State rebase_state(const State& s, const Gcra& old, std::uint64_t now_ns) const noexcept {
+        return State{grid_.rebase(s.tat, old.grid_, now_ns)};
+    }
 
     /// The internal state (for inspection and tests).
     [[nodiscard]] State state() const noexcept { return state_; }
 
   private:
+    static const Quota& checked(const Quota& q, const char* who) {
+        q.validate(who);
+        return q;
+    }
+
     Quota quota_;
     detail::EmissionGrid grid_;
     State state_{};
@@ -200,46 +349,49 @@ class Gcra {
 static_assert(sizeof(Gcra::State) == 8);
 
 /// AtomicGcra: Gcra on one lock-free std::atomic<std::uint64_t> (the TAT
-/// index), updated with a compare-and-swap loop, for one limit shared by many
-/// threads. Same decisions as Gcra for any serial order of calls; under
-/// contention each call's decision is Gcra's at its point in the CAS order,
-/// so N threads together never admit more than b + index(e) - index(s)
-/// units with timestamps in [s, e] (tested under TSan), even when a thread's
-/// now_ns is older than another's.
+/// index), updated by compare-and-swap, for one limit shared by many threads.
+/// Same decisions as Gcra for any serial order of calls; under contention
+/// each decision is Gcra's at its point in the CAS order, so N threads never
+/// admit more than b + index(e) - index(s) units with timestamps in [s, e],
+/// even when a thread's now_ns is older than another's.
 ///
-/// Memory orders: the word publishes no other data, and read-modify-writes
-/// on one atomic are totally ordered whatever their order argument, so
-/// relaxed loads and CAS are enough for the admission bound. The object is
-/// aligned and padded to tally::false_sharing_size so the hot word shares
-/// its line with nothing written by other code.
+/// set_quota(q, now_ns) is Gcra's, applied atomically: every decision is made
+/// wholly under the old quota or wholly under the new one, and the debt at
+/// the change carries over as in Gcra::rebase_state. While a change is in
+/// progress (a few loads and stores) acquirers wait for it.
 ///
-/// Thread safety: every member is thread-safe. Lock-free (static_assert).
-/// Denials and peeks are a single load.
+/// Thread safety: every member is thread-safe. Acquiring is lock-free except
+/// during set_quota; denials and peeks write nothing. The object is padded to
+/// tally::false_sharing_size.
 ///
 ///   tally::AtomicGcra api_limit(tally::Quota::per_second(1000));
 ///   // any thread:
 ///   if (!api_limit.allow(tally::CoarseClock::now_ns())) reject();
 class alignas(false_sharing_size) AtomicGcra {
   public:
-    explicit AtomicGcra(const Quota& quota)
-        : quota_((quota.validate("tally::AtomicGcra"), quota)), grid_(quota) {}
+    explicit AtomicGcra(const Quota& quota) : cell_((quota.validate("tally::AtomicGcra::AtomicGcra"), quota)) {}
     AtomicGcra(const AtomicGcra&) = delete;
     AtomicGcra& operator=(const AtomicGcra&) = delete;
 
-    [[nodiscard]] Quota quota() const noexcept { return quota_; }
+    [[nodiscard]] Quota quota() const noexcept { return cell_.quota(); }
 
     Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return grid_.gcra_cas(tat_, now_ns, cost);
+        return cell_.try_acquire(now_ns, cost);
     }
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
 
-    /// A snapshot of the state, as a Gcra::State.
-    [[nodiscard]] Gcra::State state() const noexcept { return {tat_.load(std::memory_order_relaxed)}; }
+    /// Gcra::set_quota, thread-safe. Throws std::invalid_argument (nothing
+    /// changed) for a bad quota.
+    void set_quota(const Quota& quota, std::uint64_t now_ns) {
+        quota.validate("tally::AtomicGcra::set_quota");
+        cell_.set_quota(quota, now_ns);
+    }
+
+    /// A snapshot of the state, as a Gcra::State on the current quota's grid.
+    [[nodiscard]] Gcra::State state() const noexcept { return {cell_.index()}; }
 
   private:
-    std::atomic<std::uint64_t> tat_{0};
-    Quota quota_;
-    detail::EmissionGrid grid_;
+    detail::AtomicEmission cell_;
 };
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);

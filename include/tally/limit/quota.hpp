@@ -11,23 +11,22 @@
 #include <ratio>
 #include <string>
 
+#include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
 namespace tally {
 
 /// `limit` units per `window_ns` nanoseconds; `burst` is how many units may
 /// pass at one instant for the bucket-style limiters (TokenBucket, Gcra and
-/// their atomic variants), 0 meaning "equal to limit". The window limiters
+/// their atomic forms), 0 meaning "equal to limit". The window limiters
 /// (FixedWindowLimiter, SlidingWindowLimiter, SlidingLogLimiter) ignore burst.
 ///
-/// Representable range, checked by `validate()` (every limiter constructor
-/// calls it): `limit` in [1, 2^40] and at most one per nanosecond
-/// (`limit <= window_ns`), `window_ns` in [1, 2^62] (about 146 years),
-/// `burst` in [0, 2^40]. Within it no limiter overflows: products are formed
-/// in 128 bits where they can exceed 64. A rate above one unit per
-/// nanosecond should use a coarser unit (KiB instead of bytes).
+/// Range, checked by validate() (every limiter constructor and set_quota
+/// call it): window_ns in [1, 2^62] (about 146 years), limit in
+/// [1, min(2^40, window_ns)] (at most one unit per nanosecond: use a coarser
+/// unit, KiB instead of bytes, above that), burst in [0, 2^40]. Within it no
+/// limiter overflows (products are formed in 128 bits where needed).
 ///
-/// Quota is an aggregate, so designated initialisers work:
 ///   tally::Quota{.limit = 100, .window_ns = 1'000'000'000, .burst = 20}
 ///   tally::Quota::per_second(100).with_burst(20)   // same, validated
 struct Quota {
@@ -42,66 +41,56 @@ struct Quota {
     static constexpr std::uint64_t ns_per_second = 1'000'000'000;
 
     /// Named constructors; each validates and throws std::invalid_argument.
-    static Quota per_second(std::uint64_t n) { return make(n, ns_per_second); }
-    static Quota per_minute(std::uint64_t n) { return make(n, 60 * ns_per_second); }
-    static Quota per_hour(std::uint64_t n) { return make(n, 3600 * ns_per_second); }
-    static Quota per_day(std::uint64_t n) { return make(n, 86400 * ns_per_second); }
+    [[nodiscard]] static Quota per_second(std::uint64_t n) { return make(n, ns_per_second, "tally::Quota::per_second"); }
+    [[nodiscard]] static Quota per_minute(std::uint64_t n) {
+        return make(n, 60 * ns_per_second, "tally::Quota::per_minute");
+    }
+    [[nodiscard]] static Quota per_hour(std::uint64_t n) { return make(n, 3600 * ns_per_second, "tally::Quota::per_hour"); }
+    [[nodiscard]] static Quota per_day(std::uint64_t n) { return make(n, 86400 * ns_per_second, "tally::Quota::per_day"); }
 
     /// `n` per any std::chrono duration, e.g. `Quota::per(10, 250ms)`. The
-    /// duration must be positive and at most max_window_ns nanoseconds.
+    /// duration must be a whole, positive number of nanoseconds, at most
+    /// max_window_ns.
     template <class Rep, class Period>
-    static Quota per(std::uint64_t n, std::chrono::duration<Rep, Period> d) {
+    [[nodiscard]] static Quota per(std::uint64_t n, std::chrono::duration<Rep, Period> d) {
         using Ns = std::chrono::duration<long double, std::nano>;
         const long double ns = std::chrono::duration_cast<Ns>(d).count();
-        if (!(ns >= 1.0L) || ns > static_cast<long double>(max_window_ns)) {
-            detail::throw_invalid_argument("tally::Quota: window " + std::to_string(static_cast<double>(ns)) +
-                                           " ns is out of range [1, " + std::to_string(max_window_ns) + "]");
-        }
+        // NaN fails both comparisons inside check_range.
+        detail::check_range("tally::Quota::per", "window_ns", static_cast<double>(ns), 1, max_window_ns);
         const auto whole = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
         if (static_cast<long double>(whole) != ns) {
-            detail::throw_invalid_argument("tally::Quota: window " + std::to_string(static_cast<double>(ns)) +
-                                           " ns is not a whole number of nanoseconds");
+            detail::throw_invalid_argument("tally::Quota::per: window_ns " +
+                                           detail::format_number(static_cast<double>(ns)) +
+                                           " is not a whole number of nanoseconds");
         }
-        return make(n, static_cast<std::uint64_t>(whole));
+        return make(n, static_cast<std::uint64_t>(whole), "tally::Quota::per");
     }
 
     /// A copy with `burst` set, validated.
     [[nodiscard]] Quota with_burst(std::uint64_t b) const {
         Quota q{limit, window_ns, b};
-        q.validate();
+        q.validate("tally::Quota::with_burst");
         return q;
     }
 
     /// The bucket size the bucket-style limiters use: burst, or limit if 0.
     [[nodiscard]] constexpr std::uint64_t capacity() const noexcept { return burst != 0 ? burst : limit; }
 
-    /// Throws std::invalid_argument naming the first bad parameter, its value
-    /// and the valid range; `who` prefixes the message ("tally::Gcra").
-    void validate(const char* who = "tally::Quota") const {
-        if (window_ns < 1 || window_ns > max_window_ns) {
-            detail::throw_invalid_argument(std::string(who) + ": window_ns " + std::to_string(window_ns) +
-                                           " is out of range [1, " + std::to_string(max_window_ns) + "]");
-        }
-        const std::uint64_t hi = window_ns < max_limit ? window_ns : max_limit;
-        if (limit < 1 || limit > hi) {
-            detail::throw_invalid_argument(std::string(who) + ": limit " + std::to_string(limit) +
-                                           " is out of range [1, " + std::to_string(hi) +
-                                           "] (at most 2^40, and at most one per nanosecond of window_ns " +
-                                           std::to_string(window_ns) + ")");
-        }
-        if (burst > max_burst) {
-            detail::throw_invalid_argument(std::string(who) + ": burst " + std::to_string(burst) +
-                                           " is out of range [0, " + std::to_string(max_burst) +
-                                           "] (0 means equal to limit)");
-        }
+    /// Throws std::invalid_argument "<who>: <name> <value> is out of range
+    /// [lo, hi]" for the first bad parameter; `who` names the calling
+    /// function ("tally::Gcra::Gcra").
+    void validate(const char* who = "tally::Quota::validate") const {
+        detail::check_range(who, "window_ns", window_ns, std::uint64_t{1}, max_window_ns);
+        detail::check_range(who, "limit", limit, std::uint64_t{1}, window_ns < max_limit ? window_ns : max_limit);
+        detail::check_range(who, "burst", burst, std::uint64_t{0}, max_burst);
     }
 
     friend constexpr bool operator==(const Quota&, const Quota&) = default;
 
   private:
-    static Quota make(std::uint64_t n, std::uint64_t window) {
+    static Quota make(std::uint64_t n, std::uint64_t window, const char* who) {
         Quota q{n, window, 0};
-        q.validate();
+        q.validate(who);
         return q;
     }
 };

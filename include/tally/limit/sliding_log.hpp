@@ -13,36 +13,32 @@ namespace tally {
 
 /// SlidingLogLimiter: keeps the time and cost of every admitted request in
 /// the last window_ns and admits a request of cost c at t iff the admitted
-/// cost in the window (t - window_ns, t] plus c is at most limit. Exact: no
-/// boundary artifact, no estimate (seed 004, "Sliding window log"; the Redis
-/// sorted-set limiter). burst is ignored.
+/// cost in (t - window_ns, t] plus c is at most limit. Exact, no estimate (the
+/// "sliding window log", as the Redis sorted-set limiter); the oracle the
+/// other limiters are tested against. burst is ignored.
 ///
-/// Error guarantee: none needed, it is exact: for every t, admitted cost in
-/// (t - window_ns, t] <= limit, and a request is denied only if admitting it
-/// would break that.
+/// Guarantee: for every t, admitted cost in (t - window_ns, t] <= limit, and
+/// a request is denied only if admitting it would break that.
 ///
 /// Decision: remaining = limit - cost in the window; retry_after_ns = time
-/// until enough old entries leave the window (exact to the nanosecond), or
-/// tally::never for cost > limit; reset_after_ns = time until the newest
-/// entry leaves (0 when the log is empty).
+/// until enough old entries leave (exact), tally::never for cost > limit;
+/// reset_after_ns = time until the newest entry leaves. The limiter evaluates
+/// at max(now_ns, latest now_ns seen), so a stale request is logged at the
+/// latest time.
 ///
-/// Time going backwards: the limiter evaluates at max(now_ns, latest now_ns
-/// seen), so a stale request is logged at the latest time (the log stays
-/// sorted, no entry expires early) and the waits are still measured from the
-/// caller's now_ns.
+/// set_quota(q, now_ns): the log stays; entries older than the new window
+/// leave it, and a log above the new limit admits nothing until it drains.
 ///
-/// Memory: 16 bytes per distinct admitted timestamp in the window (requests
-/// at the same nanosecond share an entry), so up to 16 * limit bytes per
-/// limiter: exact, but O(limit) memory, which is why it is the oracle and
-/// not the per-key choice. Not a KeyedRateLimiter (no fixed-size State).
-/// try_acquire is amortised O(1), O(entries) when it computes the wait of a
-/// denial. Thread safety: none for try_acquire / allow; quota is thread-safe.
+/// Memory: 16 bytes per distinct admitted timestamp in the window, so up to
+/// 16 * limit bytes: exact but O(limit), which is why it is the oracle and not
+/// a PerKeyPolicy. try_acquire is amortised O(1), O(entries) for the wait of a
+/// denial. Thread safety: none for try_acquire / allow / set_quota.
 ///
 ///   tally::SlidingLogLimiter exact(tally::Quota::per_minute(100));
 ///   bool ok = exact.allow(now_ns);
 class SlidingLogLimiter {
   public:
-    explicit SlidingLogLimiter(const Quota& quota) : quota_((quota.validate("tally::SlidingLogLimiter"), quota)) {}
+    explicit SlidingLogLimiter(const Quota& quota) : quota_((quota.validate("tally::SlidingLogLimiter::SlidingLogLimiter"), quota)) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
@@ -55,7 +51,7 @@ class SlidingLogLimiter {
             log_.pop_front();
         }
         const std::uint64_t limit = quota_.limit;
-        const std::uint64_t have = limit - total_;
+        const std::uint64_t have = total_ < limit ? limit - total_ : 0;
         if (cost <= have) {
             if (cost != 0) {
                 // A push_back may allocate; on failure the request is denied
@@ -79,6 +75,15 @@ class SlidingLogLimiter {
         return Decision{false, have, never, reset_after(now_ns)};  // unreachable: cost <= limit
     }
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
+
+    /// Replaces the quota; the log stays (see the class comment). now_ns
+    /// only advances the latest time seen. Throws std::invalid_argument
+    /// (nothing changed) for a bad quota.
+    void set_quota(const Quota& quota, std::uint64_t now_ns) {
+        quota.validate("tally::SlidingLogLimiter::set_quota");
+        quota_ = quota;
+        if (now_ns > latest_) latest_ = now_ns;
+    }
 
     /// Admitted cost in the window ending at max(now_ns, latest seen); const.
     [[nodiscard]] std::uint64_t count(std::uint64_t now_ns) const noexcept {

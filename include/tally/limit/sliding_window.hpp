@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "../detail/primitives.hpp"
 #include "../window/sliding_counter.hpp"
 #include "decision.hpp"
 #include "quota.hpp"
@@ -14,48 +15,31 @@
 namespace tally {
 
 /// SlidingWindowLimiter: admits a request of cost c at t iff the
-/// SlidingCounter estimate of the admitted cost in (t - W, t] plus c is at
-/// most `limit` (exact rational comparison, no floating point). The ring has
-/// `Slots` buckets of b = ceil(window_ns / (Slots - 1)) ns, so W =
-/// (Slots - 1) * b: exactly window_ns when it is a multiple of Slots - 1
-/// (every per_second/minute/hour/day quota is, for the default Slots = 11),
-/// otherwise rounded up by less than Slots - 1 ns (stricter). Slots = 2 is
-/// Cloudflare's "previous + current" counter (Desgats 2017); more slots
-/// shrink the error. Source: seed 000 (the ring of sub-buckets) and seed 004
-/// ("Sliding window counter"). burst is ignored.
+/// SlidingCounter estimate of the admitted cost in (t - W, t] plus c is at most
+/// `limit` (exact rational comparison). The ring has `Slots` buckets of
+/// b = ceil(window_ns / (Slots - 1)) ns, so W = (Slots - 1) * b >= window_ns
+/// (equal for every per_second/minute/hour/day quota with the default 11
+/// slots). Slots = 2 is Cloudflare's "previous + current" counter (J. Desgats,
+/// "How we built rate limiting capable of scaling to millions of domains",
+/// 2017); more slots shrink the error. burst is ignored.
 ///
-/// Error guarantee (the SlidingCounter bound, oldest(t) = count of the ring's
-/// oldest bucket at t, the only bucket whose placement is guessed):
-///   |estimate(t) - exact count in (t - W, t]| <= oldest(t), and so
-///   exact admitted cost in (t - W, t] <= limit + oldest(t) for every t
-///   (lenient side: oldest-bucket events that were really inside the window
-///   are partly weighted out), while a request is denied only if its exact
-///   window count + c > limit - oldest(t) (strict side: events that were
-///   really outside are partly weighted in).
-/// It errs in BOTH directions, bounded by oldest(t) <= limit; with smooth
-/// traffic oldest(t) is about limit / (Slots - 1), so the default 11 slots
-/// err by at most ~10% of the limit, and a burst packed at the end of one
-/// bucket is the worst case (tested against SlidingLogLimiter).
+/// Guarantee, with oldest(t) the count of the ring's oldest bucket (the only
+/// one whose placement is guessed): exact admitted cost in (t - W, t] <=
+/// limit + oldest(t), and a request is denied only if its exact window count
+/// + c > limit - oldest(t). About limit / (Slots - 1) for smooth traffic.
 ///
-/// Decision: remaining = limit - ceil(estimate) (what passes right now);
-/// retry_after_ns = the smallest wait after which the same request passes
-/// (exact to the nanosecond: SlidingCounter::retry_after_ns), tally::never
-/// for cost > limit; reset_after_ns = time until the estimate reaches 0.
+/// Decision: remaining = limit - ceil(estimate); retry_after_ns exact to the
+/// nanosecond, tally::never for cost > limit; reset_after_ns = time until the
+/// estimate is 0. A now_ns before the newest bucket is evaluated and charged
+/// at that bucket's start, so it never sees more capacity.
 ///
-/// Time going backwards: a now_ns before the start of the ring's newest
-/// bucket is evaluated AND charged at that start (the largest estimate the
-/// state can give), so it never sees more capacity nor hides its cost in an
-/// older, down-weighted bucket; waits are still measured from the caller's
-/// now_ns.
+/// set_quota(q, now_ns): every count still in the ring stays, moved to the
+/// new ring's bucket holding the last instant of its old bucket (never
+/// earlier, so it leaves the window no sooner than that instant allows).
 ///
-/// Range: limit <= max(Slot) / 2 (the ring can hold up to 2 * limit), else
-/// std::invalid_argument; use std::uint64_t slots for limits up to 2^40.
-/// Memory: State = SlidingCounter<Slot, Slots>::State, round_up(Slots *
-/// sizeof(Slot), 8) + 8 bytes: 56 for the default <std::uint32_t, 11>, one
-/// cache line (static_assert in the test). The limiter object adds the policy.
-/// Thread safety: object-level try_acquire / allow are not thread-safe; the
-/// const State overloads, fresh_state, is_fresh and quota are thread-safe on
-/// distinct States.
+/// Range: limit <= max(Slot) / 2, else std::invalid_argument. Memory: State
+/// is SlidingCounter<Slot, Slots>::State, 56 bytes for the default. Thread
+/// safety: object calls are not thread-safe; const State overloads are.
 ///
 ///   tally::SlidingWindowLimiter<> per_minute(tally::Quota::per_minute(600));  // 10 buckets of 6 s
 ///   if (!per_minute.allow(now_ns)) reject();
@@ -90,7 +74,16 @@ class SlidingWindowLimiter {
         return counter_.allow(s, t, quota_.limit, cost);
     }
 
-    // Per-key policy interface (KeyedRateLimiter).
+    /// Replaces the quota at now_ns, keeping the state through rebase_state.
+    /// Throws std::invalid_argument (nothing changed) for a bad quota.
+    void set_quota(const Quota& quota, std::uint64_t now_ns) {
+        const SlidingWindowLimiter next(checked(quota, "tally::SlidingWindowLimiter::set_quota"));
+        state_ = next.rebase_state(state_, *this, now_ns);
+        quota_ = next.quota_;
+        counter_ = next.counter_;
+    }
+
+    // Per-key policy interface (PerKeyPolicy).
     [[nodiscard]] State fresh_state() const noexcept { return State{}; }
     Decision try_acquire(State& s, std::uint64_t now_ns, std::uint64_t cost = 1) const noexcept {
         const std::uint64_t limit = quota_.limit;
@@ -112,17 +105,43 @@ class SlidingWindowLimiter {
         return counter_.is_empty(s, now_ns);
     }
 
+    /// `s` made under `old`'s quota, moved to this quota at now_ns: each
+    /// count in old's ring (advanced to now_ns, or to its newest bucket for a
+    /// stale now_ns) is placed in this ring's bucket holding the last instant
+    /// of its old bucket (capped at that time); counts that fall out of this
+    /// ring are outside this window and dropped. An equal quota changes no
+    /// decision.
+    [[nodiscard]] State rebase_state(const State& s, const SlidingWindowLimiter& old,
+                                     std::uint64_t now_ns) const noexcept {
+        constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+        State src = s;
+        const std::uint64_t ob = old.counter_.bucket_ns();
+        std::uint64_t t = now_ns;
+        if (old.counter_.bucket_of(now_ns) < src.newest) {
+            const detail::uint128 start = static_cast<detail::uint128>(src.newest) * ob;
+            t = start > max ? max : static_cast<std::uint64_t>(start);
+        }
+        (void)old.counter_.read(src, t);  // advance the ring to t
+        const auto c = Counter::counts(src);
+        State out{};
+        for (std::size_t i = 0; i < Slots; ++i) {
+            const std::uint64_t back = Slots - 1 - i;  // bucket src.newest - back
+            if (c[i] == 0 || src.newest < back) continue;
+            const detail::uint128 end = static_cast<detail::uint128>(src.newest - back + 1) * ob - 1;
+            const std::uint64_t at = end < t ? static_cast<std::uint64_t>(end) : t;
+            counter_.add(out, at, c[i]);
+        }
+        counter_.add(out, t, 0);  // the ring's newest bucket is t's
+        return out;
+    }
+
     [[nodiscard]] const State& state() const noexcept { return state_; }
 
   private:
-    static Quota checked(const Quota& q) {
-        q.validate("tally::SlidingWindowLimiter");
-        if (q.limit > max_limit) {
-            detail::throw_invalid_argument("tally::SlidingWindowLimiter: limit " + std::to_string(q.limit) +
-                                           " is out of range [1, " + std::to_string(max_limit) + "] for " +
-                                           std::to_string(8 * sizeof(Slot)) +
-                                           "-bit slots (the ring holds up to 2 * limit; use std::uint64_t slots)");
-        }
+    // The ring holds up to 2 * limit, so the limit is also bounded by Slot.
+    static Quota checked(const Quota& q, const char* who = "tally::SlidingWindowLimiter::SlidingWindowLimiter") {
+        q.validate(who);
+        detail::check_range(who, "limit", q.limit, std::uint64_t{1}, max_limit);
         return q;
     }
     static std::uint64_t bucket_for(std::uint64_t window_ns) noexcept {

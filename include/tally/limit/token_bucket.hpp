@@ -14,40 +14,31 @@
 namespace tally {
 
 /// TokenBucket: a bucket of b = quota.capacity() tokens, refilled at exactly
-/// limit tokens per window_ns; a request of cost c takes c tokens if there
-/// are c, else it is denied and takes none. After idle time up to b requests
-/// pass at once (the controlled burst the seed asks for), then one every
-/// T = window_ns / limit.
+/// limit tokens per window_ns; a request of cost c takes c tokens if there are
+/// c, else it is denied and takes none. After idle time up to b requests pass
+/// at once, then one every T = window_ns / limit.
 ///
-/// Source: the token bucket of traffic shaping (Turner 1986; RFC 2697/2698
-/// describe the metered form); see the seed 004 ("token bucket is the fourth
-/// answer").
+/// Source: the token bucket of traffic shaping (J. Turner, "New directions in
+/// communications", 1986; RFC 2697/2698 describe the metered form).
 ///
-/// Exact integer refill: tokens arrive one at a time at the instants k*T of
-/// a grid counted from time 0, T = window_ns / limit as an exact rational
-/// (detail::EmissionGrid): index(t) = floor(t/T) tokens have arrived by t.
-/// So the bucket never holds a fractional token, no rounding accumulates, the
-/// long-run rate is exactly limit per window_ns, and in any interval (s, e]
-/// at most b + index(e) - index(s) tokens are spent. The State is the refill
-/// origin (grid index of the last admission) and the tokens missing then.
-/// Gcra built from the same Quota makes identical decisions on every stream
-/// (tested); it stores the sum origin + missing in 8 bytes instead.
+/// Exact integer refill: tokens arrive one at a time at the instants k*T of a
+/// grid counted from time 0 (T an exact rational, detail::EmissionGrid), so
+/// the bucket never holds a fractional token and in any interval (s, e] at
+/// most b + index(e) - index(s) tokens are spent. Gcra on the same Quota
+/// decides identically on every stream (it stores origin + missing in 8 bytes).
 ///
 /// Decision: remaining = tokens now (after the request if admitted);
-/// retry_after_ns = time until c tokens are there, exact to the nanosecond;
-/// reset_after_ns = time until the bucket is full. cost > b: denied with
-/// retry_after_ns = tally::never.
+/// retry_after_ns exact to the nanosecond; reset_after_ns = time until full;
+/// cost > b is denied with tally::never. A stale now_ns never moves the refill
+/// origin back and sees fewer tokens, never more.
 ///
-/// Time going backwards: a now_ns whose grid index is before the refill
-/// origin does not move the origin back; it is read as that earlier instant,
-/// when the tokens that arrived since had not arrived yet, so it sees fewer
-/// tokens, never more. Range: Quota's; within 2^40 grid instants of
-/// t = 2^64 ns requests are denied rather than wrapped (as Gcra).
+/// set_quota(q, now_ns): the tokens missing at now_ns stay missing (even more
+/// than the new b: the bucket then stays empty until they are refilled) and
+/// refill at the new rate from now_ns.
 ///
-/// Memory: State is 16 bytes (static_assert). Thread safety: object-level
-/// try_acquire / allow are not thread-safe (use AtomicTokenBucket); the
-/// const State overloads, fresh_state, is_fresh, tokens and quota are
-/// thread-safe on distinct States.
+/// Memory: 16-byte State. Thread safety: object-level calls are not
+/// thread-safe (use AtomicTokenBucket); the const State overloads are, on
+/// distinct States.
 ///
 ///   tally::TokenBucket upload(tally::Quota::per_second(1 << 20).with_burst(4 << 20));  // bytes
 ///   if (!upload.allow(now_ns, chunk.size())) defer(chunk);
@@ -59,7 +50,7 @@ class TokenBucket {
         std::uint64_t origin = 0;   // grid index of the last admission
     };
 
-    explicit TokenBucket(const Quota& quota) : quota_((quota.validate("tally::TokenBucket"), quota)), grid_(quota) {}
+    explicit TokenBucket(const Quota& quota) : quota_((quota.validate("tally::TokenBucket::TokenBucket"), quota)), grid_(quota) {}
 
     [[nodiscard]] Quota quota() const noexcept { return quota_; }
 
@@ -68,6 +59,16 @@ class TokenBucket {
     }
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
 
+    /// Replaces the quota at now_ns, keeping the state through rebase_state.
+    /// Throws std::invalid_argument (nothing changed) for a bad quota.
+    void set_quota(const Quota& quota, std::uint64_t now_ns) {
+        quota.validate("tally::TokenBucket::set_quota");
+        const TokenBucket next(quota);
+        state_ = next.rebase_state(state_, *this, now_ns);
+        quota_ = next.quota_;
+        grid_ = next.grid_;
+    }
+
     /// Tokens available at now_ns.
     [[nodiscard]] std::uint64_t tokens(std::uint64_t now_ns) const noexcept { return tokens(state_, now_ns); }
     [[nodiscard]] std::uint64_t tokens(const State& s, std::uint64_t now_ns) const noexcept {
@@ -75,7 +76,7 @@ class TokenBucket {
         return m >= grid_.cap ? 0 : grid_.cap - m;
     }
 
-    // Per-key policy interface (KeyedRateLimiter).
+    // Per-key policy interface (PerKeyPolicy).
     [[nodiscard]] State fresh_state() const noexcept { return State{}; }
     Decision try_acquire(State& s, std::uint64_t now_ns, std::uint64_t cost = 1) const noexcept {
         constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
@@ -110,6 +111,17 @@ class TokenBucket {
         return n >= s.origin && n - s.origin >= s.missing;
     }
 
+    /// `s` made under `old`'s quota, moved to this quota at now_ns: the tokens
+    /// missing at now_ns stay missing, all of them, and refill at this rate
+    /// from now_ns. A fresh state stays fresh.
+    [[nodiscard]] State rebase_state(const State& s, const TokenBucket& old, std::uint64_t now_ns) const noexcept {
+        if (s.missing == 0 && s.origin == 0) return State{};
+        const std::uint64_t n = grid_.index(now_ns);
+        std::uint64_t m = missing_at(s, old.grid_.index(now_ns));
+        if (m > std::numeric_limits<std::uint64_t>::max() - n) m = std::numeric_limits<std::uint64_t>::max() - n;
+        return State{m, n};
+    }
+
     /// The internal state (for inspection and tests).
     [[nodiscard]] State state() const noexcept { return state_; }
 
@@ -134,45 +146,45 @@ class TokenBucket {
 static_assert(sizeof(TokenBucket::State) == 16);
 
 /// AtomicTokenBucket: TokenBucket on one lock-free std::atomic<std::uint64_t>
-/// for one bucket shared by many threads. Two 64-bit fields do not fit one
-/// CAS word, so the bucket is packed as the single grid index origin +
-/// missing (the index at which it is full again) -- which is exactly GCRA's
-/// theoretical arrival time, so the update is AtomicGcra's: same decisions
-/// as TokenBucket for any serial order of calls, the same admission bound
-/// under contention (never more than b + index(e) - index(s) tokens spent
-/// with timestamps in [s, e]; tested under TSan), relaxed CAS (one word,
-/// nothing else published), padded to tally::false_sharing_size.
+/// for one bucket shared by many threads. The bucket is packed as the single
+/// grid index origin + missing (where it is full again), which is Gcra's
+/// theoretical arrival time, so the update is AtomicGcra's: TokenBucket's
+/// decisions for any serial order of calls, never more than b + index(e) -
+/// index(s) tokens spent with timestamps in [s, e] under contention, and
+/// set_quota(q, now_ns) thread-safe with TokenBucket::set_quota's semantics
+/// (each decision wholly under one quota; acquirers wait while a change is
+/// in progress).
 ///
-/// Thread safety: every member is thread-safe. Lock-free (static_assert).
+/// Thread safety: every member is thread-safe. Padded to
+/// tally::false_sharing_size.
 ///
 ///   tally::AtomicTokenBucket egress(tally::Quota::per_second(125'000'000));  // bytes: 1 Gbit/s
 ///   if (!egress.allow(now_ns, packet_bytes)) drop();
 class alignas(false_sharing_size) AtomicTokenBucket {
   public:
-    explicit AtomicTokenBucket(const Quota& quota)
-        : quota_((quota.validate("tally::AtomicTokenBucket"), quota)), grid_(quota) {}
+    explicit AtomicTokenBucket(const Quota& quota) : cell_((quota.validate("tally::AtomicTokenBucket::AtomicTokenBucket"), quota)) {}
     AtomicTokenBucket(const AtomicTokenBucket&) = delete;
     AtomicTokenBucket& operator=(const AtomicTokenBucket&) = delete;
 
-    [[nodiscard]] Quota quota() const noexcept { return quota_; }
+    [[nodiscard]] Quota quota() const noexcept { return cell_.quota(); }
 
     Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return grid_.gcra_cas(word_, now_ns, cost);
+        return cell_.try_acquire(now_ns, cost);
     }
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
 
-    /// Tokens available at now_ns (a snapshot).
-    [[nodiscard]] std::uint64_t tokens(std::uint64_t now_ns) const noexcept {
-        const std::uint64_t full_at = word_.load(std::memory_order_relaxed);
-        const std::uint64_t n = grid_.index(now_ns);
-        const std::uint64_t missing = full_at > n ? full_at - n : 0;
-        return missing >= grid_.cap ? 0 : grid_.cap - missing;
+    /// TokenBucket::set_quota, thread-safe. Throws std::invalid_argument
+    /// (nothing changed) for a bad quota.
+    void set_quota(const Quota& quota, std::uint64_t now_ns) {
+        quota.validate("tally::AtomicTokenBucket::set_quota");
+        cell_.set_quota(quota, now_ns);
     }
 
+    /// Tokens available at now_ns (a snapshot).
+    [[nodiscard]] std::uint64_t tokens(std::uint64_t now_ns) const noexcept { return cell_.tokens(now_ns); }
+
   private:
-    std::atomic<std::uint64_t> word_{0};
-    Quota quota_;
-    detail::EmissionGrid grid_;
+    detail::AtomicEmission cell_;
 };
 
 static_assert(alignof(AtomicTokenBucket) == false_sharing_size && sizeof(AtomicTokenBucket) % false_sharing_size == 0);

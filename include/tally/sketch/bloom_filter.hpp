@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -15,8 +14,10 @@
 
 #include "../core/hash.hpp"
 #include "../core/platform.hpp"
+#include "../core/seed.hpp"
 #include "../core/serialize.hpp"
 #include "../detail/bloom_kernels.hpp"
+#include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
 namespace tally {
@@ -31,80 +32,31 @@ template <std::size_t BlockBytes>
 void bloom_force_scalar(BloomFilter<BlockBytes>& f, bool scalar) noexcept;
 }  // namespace detail
 
-/// A split-block Bloom filter: set membership with no false negatives and a
-/// false-positive rate fixed at construction, every key touching exactly one
-/// cache line.
+/// A split-block Bloom filter (Putze, Sanders & Singler, WEA 2007, in the
+/// Impala/Parquet split-block form): set membership with no false negatives,
+/// every key touching one block of BlockBytes (a cache line by default).
 ///
-/// Source: the blocked Bloom filter of Putze, Sanders and Singler, "Cache-,
-/// Hash- and Space-Efficient Bloom Filters" (WEA 2007), in the split-block
-/// form of Apache Impala/Parquet (one bit in each of k lanes of a block,
-/// lane bits from odd multipliers). Unlike Parquet, the block count is chosen
-/// with the exact false-positive rate of the layout, which averages over how
-/// many keys land in each block:
-///
+/// Guarantee: after `expected_items` distinct keys the false-positive rate is
+/// at most `fpp`. The block count B is the smallest whose exact rate
 ///     FPR(n, B) = sum_j Poisson(j; n/B) * (1 - (1 - 1/L)^j)^k
+/// (k lanes of L bits per block) meets fpp; 64-byte blocks need 10.10
+/// bits/key at 1%, 15.72 at 0.1%. estimated_fpp() gives the exact rate for
+/// the bits as they are, over_capacity() says when it passed fpp.
 ///
-/// with B blocks of W = 8*BlockBytes bits, k lanes of L = W/k bits. The
-/// constructor picks the smallest B (and the k in {1, 2, 4, ..., W/32} that
-/// needs the fewest blocks) with FPR(expected_items, B) <= fpp. Parquet's
-/// closed form assumes an even spread and undersizes: for 256-bit blocks at
-/// 1% it gives 9.68 bits/key, whose true FPR is 1.46%; the exact figure is
-/// 10.53 bits/key. For the default 64-byte blocks: 10.10 bits/key at 1%
-/// (k = 8), 15.72 at 0.1% (k = 8), 23.01 at 0.01% (k = 16).
+/// Hashing: one 64-bit hash per key (Hasher<T>, remixed with the seed when it
+/// is not 0); take Seed::random() when an adversary chooses the keys. SIMD
+/// kernels (AVX2 picked at run time, NEON) set the same bits as the scalar one.
+/// Cost: add and contains O(1), one cache line; the batch calls prefetch.
+/// Memory: B * BlockBytes bytes (bits_per_item() * expected_items / 8) plus
+/// ~3 * BlockBytes of tables in the object. A moved-from filter may only be
+/// assigned to or destroyed.
+/// Thread safety: add*, merge, clear and assignment need exclusive access;
+/// const members may run concurrently with each other.
+/// Sizing tables, measurements and the wire format: docs/bloom_filter.md.
 ///
-/// Hashing: one 64-bit hash h per key (Hasher<T>, then mix64(h ^ seed) when
-/// seed != 0). Block = floor(h * B / 2^64) (Lemire's fastrange, the high
-/// bits); the low 32 bits x give lane i the bit (x * salt_i mod 2^32) >>
-/// (32 - log2 L). An AVX2 kernel (x86-64, chosen at run time with
-/// __builtin_cpu_supports, so the default build benefits) and a NEON kernel
-/// (arm64) set the same bits as the portable scalar loop.
-///
-/// The fill tells the truth: estimated_fpp() is the exact chance that a key
-/// not in the set tests positive, given the bits as they are now (for a
-/// uniformly random hash): (1/B) * sum_blocks prod_lanes (bits set in lane / L).
-/// approximate_count() inverts the expected fill (Swamidass & Baldi 2007; a
-/// given bit is set by one key with probability 1/(B*L)):
-///     n^ = ln(1 - X/m) / ln(1 - k/m),   X = set bits, m = B*W.
-/// over_capacity() is true once estimated_fpp() exceeds the requested fpp,
-/// which happens about when more than expected_items distinct keys went in.
-/// These three read every bit: O(m) time, meant for occasional checks.
-///
-/// Memory: B * BlockBytes bytes (bits_per_item() * expected_items / 8),
-/// aligned to BlockBytes, plus 3 * BlockBytes bytes of lookup tables in the
-/// object itself. A moved-from filter may only be assigned to or destroyed.
-///
-/// Batches: add_hashes/contains_hashes pay the SIMD dispatch once per call
-/// instead of once per key (the fastest path in cache) and, for a filter over
-/// 256 KiB, prefetch 8 keys ahead, which turns a filter far larger than the
-/// cache from one miss per key into a few ns.
-///
-/// Thread safety: add, add_hash, add_hashes, merge, clear and assignment
-/// modify the filter and need exclusive access. contains, contains_hash,
-/// contains_hashes, prefetch_hash, the fill queries, serialize and the
-/// accessors are const and may run concurrently with each other (not with a
-/// writer).
-///
-/// Serialized format (family bloom_filter = 5, version 1), little-endian:
-///
-///   offset size          field
-///   0      8             frame header (core/serialize.hpp)
-///   8      2             block_bytes (must equal BlockBytes)
-///   10     1             k, lanes per block: a power of two in [1, 8*BlockBytes/32]
-///   11     1             reserved, 0
-///   12     8             seed
-///   20     8             expected_items (>= 1), the design count
-///   28     8             fpp (f64, in (0, 1)), the requested rate
-///   36     8             B, block count (>= 1, B * block_bytes <= 2^46)
-///   44     B*block_bytes the blocks in order, each as 8*BlockBytes/32 u32 words;
-///                        block bit b is bit (b mod 32) of word b / 32
-///
-/// Example:
 ///     tally::BloomFilter<> seen(1'000'000, 0.01);  // 1.2 MiB, <= 1% false positives
-///     if (!seen.contains(url)) {                   // "no" is always right
-///         seen.add(url);
-///         crawl(url);                              // ~1% of new urls are skipped
-///     }
-///     if (seen.over_capacity()) { /* rebuild bigger: the 1% no longer holds */ }
+///     if (!seen.contains(url)) { seen.add(url); crawl(url); }
+///     if (seen.over_capacity()) { /* rebuild bigger */ }
 template <std::size_t BlockBytes = cache_line_size>
 class BloomFilter {
     static_assert(BlockBytes >= 16 && BlockBytes <= 512 && (BlockBytes & (BlockBytes - 1)) == 0,
@@ -113,17 +65,18 @@ class BloomFilter {
   public:
     static constexpr std::size_t block_bytes = BlockBytes;
     static constexpr std::size_t block_bits = 8 * BlockBytes;
-    static constexpr std::uint8_t format_version = 1;
+    /// Version 2 adds total(); version 1 bytes are still read.
+    static constexpr std::uint8_t format_version = 2;
 
     /// Sized so that the false-positive rate after `expected_items` distinct
     /// keys is at most `fpp`. Throws std::invalid_argument for
-    /// expected_items == 0, fpp outside (0, 1), or a size over 2^46 bytes.
-    BloomFilter(std::size_t expected_items, double fpp, std::uint64_t seed = 0)
-        : seed_(seed), expected_items_(expected_items), fpp_(fpp) {
-        if (expected_items == 0)
-            detail::throw_invalid_argument("tally::BloomFilter: expected_items 0 is out of range (must be at least 1)");
-        if (!(fpp > 0.0 && fpp < 1.0))
-            detail::throw_invalid_argument("tally::BloomFilter: fpp " + format_double(fpp) + " is out of range (0, 1)");
+    /// expected_items == 0, fpp outside (0, 1), or a size over 2^46 bytes
+    /// (checked on the block count before any size is multiplied out).
+    BloomFilter(std::size_t expected_items, double fpp, Seed seed = Seed{})
+        : seed_(seed.value), expected_items_(expected_items), fpp_(fpp) {
+        detail::check_range("tally::BloomFilter::BloomFilter", "expected_items", expected_items, std::size_t{1},
+                            std::numeric_limits<std::size_t>::max());
+        detail::check_range("tally::BloomFilter::BloomFilter", "fpp", fpp, 0.0, 1.0, detail::Bounds::open);
         const std::uint64_t max_blocks = detail::bloom_max_bytes / BlockBytes;
         // Fewest blocks wins; among equals (small filters), the lowest rate.
         const double n = static_cast<double>(expected_items);
@@ -142,11 +95,15 @@ class BloomFilter {
             }
         }
         if (best_blocks == 0)
-            detail::throw_invalid_argument("tally::BloomFilter: expected_items " + std::to_string(expected_items) +
-                                           " at fpp " + format_double(fpp) + " needs more than " +
-                                           std::to_string(detail::bloom_max_bytes) + " bytes (the maximum)");
+            detail::throw_invalid_argument("tally::BloomFilter::BloomFilter: expected_items " +
+                                           std::to_string(expected_items) + " at fpp " + detail::format_number(fpp) +
+                                           " needs more than " + std::to_string(detail::bloom_max_bytes) +
+                                           " bytes (the maximum)");
         init(static_cast<std::size_t>(best_blocks), best_k);
     }
+    /// Prefer the Seed form: `BloomFilter<>(n, fpp, tally::Seed::random())`.
+    [[deprecated("pass a tally::Seed")]] BloomFilter(std::size_t expected_items, double fpp, std::uint64_t seed)
+        : BloomFilter(expected_items, fpp, Seed{seed}) {}
 
     // ------------------------------------------------------------ hot path
 
@@ -162,10 +119,18 @@ class BloomFilter {
 
     /// Inserts a key by its 64-bit hash (all 64 bits should be well mixed).
     void add_hash(std::uint64_t h) noexcept {
+        total_ = detail::sat_add(total_, std::uint64_t{1});
+        add_block(h);
+    }
+
+  private:
+    TALLY_ALWAYS_INLINE void add_block(std::uint64_t h) noexcept {
         h = detail::bloom_rehash(h, seed_);
         std::uint32_t* block = block_of(h);
         const auto x = static_cast<std::uint32_t>(h);
 #if TALLY_BLOOM_AVX2
+        if constexpr (block_bits == 512)
+            if (TALLY_LIKELY(simd_) && layout_.k == 8) return detail::bloom_add_avx2_k8(block, x);
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_)) return detail::bloom_add_avx2<block_bits>(block, x, layout_);
 #elif TALLY_BLOOM_NEON
@@ -175,12 +140,16 @@ class BloomFilter {
         detail::bloom_add_scalar<block_bits>(block, x, layout_);
     }
 
+  public:
+
     /// Membership of a key by its 64-bit hash.
     [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept {
         h = detail::bloom_rehash(h, seed_);
         const std::uint32_t* block = block_of(h);
         const auto x = static_cast<std::uint32_t>(h);
 #if TALLY_BLOOM_AVX2
+        if constexpr (block_bits == 512)
+            if (TALLY_LIKELY(simd_) && layout_.k == 8) return detail::bloom_contains_avx2_k8(block, x);
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_)) return detail::bloom_contains_avx2<block_bits>(block, x, layout_);
 #elif TALLY_BLOOM_NEON
@@ -202,6 +171,7 @@ class BloomFilter {
     /// AVX2 path, paying the dispatch once per batch instead of once per key).
     void add_hashes(std::span<const std::uint64_t> hashes) noexcept {
         const std::size_t n = hashes.size();
+        total_ = detail::sat_add(total_, static_cast<std::uint64_t>(n));
 #if TALLY_BLOOM_AVX2
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_) && n != 0)
@@ -212,14 +182,19 @@ class BloomFilter {
         const std::size_t ahead = batch_prefetch_distance();
         for (std::size_t i = 0; i < n; ++i) {
             if (ahead != 0 && i + ahead < n) prefetch_hash(hashes[i + ahead]);
-            add_hash(hashes[i]);
+            add_block(hashes[i]);
         }
     }
 
-    /// out[i] = contains_hash(hashes[i]) for i < min(hashes.size(), out.size()),
-    /// prefetching ahead like add_hashes. Returns how many were positive.
-    std::size_t contains_hashes(std::span<const std::uint64_t> hashes, std::span<bool> out) const noexcept {
-        const std::size_t n = hashes.size() < out.size() ? hashes.size() : out.size();
+    /// out[i] = contains_hash(hashes[i]) for every i, prefetching ahead like
+    /// add_hashes. Returns how many were positive. Throws
+    /// std::invalid_argument unless out.size() == hashes.size().
+    std::size_t contains_hashes(std::span<const std::uint64_t> hashes, std::span<bool> out) const {
+        if (hashes.size() != out.size())
+            detail::throw_invalid_argument("tally::BloomFilter::contains_hashes: out.size() " +
+                                           std::to_string(out.size()) + " differs from hashes.size() " +
+                                           std::to_string(hashes.size()));
+        const std::size_t n = hashes.size();
 #if TALLY_BLOOM_AVX2
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_) && n != 0)
@@ -298,8 +273,18 @@ class BloomFilter {
     [[nodiscard]] double fpp() const noexcept {
         return fpp_;
     }
-    [[nodiscard]] std::uint64_t seed() const noexcept {
-        return seed_;
+    [[nodiscard]] Seed seed() const noexcept {
+        return Seed{seed_};
+    }
+    /// Number of keys added (with repeats; add calls and add_hashes entries,
+    /// summed by merge), saturating at 2^64 - 1. Not the distinct count: see
+    /// approximate_count().
+    [[nodiscard]] std::uint64_t total() const noexcept {
+        return total_;
+    }
+    /// True when no key was added.
+    [[nodiscard]] bool empty() const noexcept {
+        return total_ == 0;
     }
     [[nodiscard]] std::size_t block_count() const noexcept {
         return blocks_.size();
@@ -308,13 +293,19 @@ class BloomFilter {
     [[nodiscard]] unsigned hash_count() const noexcept {
         return layout_.k;
     }
+    /// Bytes held: the blocks plus the object (its lookup tables).
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return blocks_.size() * BlockBytes + sizeof(*this);
+    }
+    /// The bit array's bytes (block_count() * BlockBytes), as serialized.
+    [[nodiscard]] std::size_t bit_bytes() const noexcept {
         return blocks_.size() * BlockBytes;
     }
-    /// Removes every key.
+    /// Removes every key; keeps the size, layout and seed.
     void clear() noexcept {
         for (Block& b : blocks_)
             for (std::uint32_t& w : b.w) w = 0;
+        total_ = 0;
     }
 
     // ------------------------------------------------------------ merge
@@ -339,13 +330,14 @@ class BloomFilter {
                                            " does not match " + std::to_string(other.seed_));
         for (std::size_t i = 0; i < blocks_.size(); ++i)
             for (std::size_t w = 0; w < words_per_block; ++w) blocks_[i].w[w] |= other.blocks_[i].w[w];
+        total_ = detail::sat_add(total_, other.total_);
         return *this;
     }
 
     // ------------------------------------------------------------ wire
 
     [[nodiscard]] std::vector<std::byte> serialize() const {
-        ByteWriter out(44 + memory_bytes());
+        ByteWriter out(52 + bit_bytes());
         out.header(Family::bloom_filter, format_version);
         out.u16(static_cast<std::uint16_t>(BlockBytes));
         out.u8(static_cast<std::uint8_t>(layout_.k));
@@ -354,8 +346,9 @@ class BloomFilter {
         out.u64(expected_items_);
         out.f64(fpp_);
         out.u64(blocks_.size());
+        out.u64(total_);
         if constexpr (std::endian::native == std::endian::little) {
-            out.bytes(blocks_.data(), memory_bytes());
+            out.bytes(blocks_.data(), bit_bytes());
         } else {
             for (const Block& b : blocks_)
                 for (std::uint32_t w : b.w) out.u32(w);
@@ -365,9 +358,11 @@ class BloomFilter {
 
     /// Throws FormatError for anything but a valid encoding of a
     /// BloomFilter<BlockBytes>; never allocates more than the input holds.
+    /// Version 1 bytes (no total) read with total() = the rounded
+    /// approximate_count() of their bits.
     [[nodiscard]] static BloomFilter deserialize(std::span<const std::byte> bytes) {
         ByteReader in(bytes);
-        in.header(Family::bloom_filter, format_version);
+        const std::uint8_t version = in.header(Family::bloom_filter, format_version);
         const std::uint16_t bb = in.u16();
         if (bb != BlockBytes)
             detail::throw_format_error("tally: BloomFilter block_bytes " + std::to_string(bb) + " where " +
@@ -385,6 +380,8 @@ class BloomFilter {
         const std::uint64_t nblocks =
             in.count(in.u64(), BlockBytes, detail::bloom_max_bytes / BlockBytes, "BloomFilter block");
         format_check(nblocks >= 1, "BloomFilter block count is zero");
+        const std::uint64_t total = version >= 2 ? in.u64() : 0;
+        in.count(nblocks, BlockBytes, detail::bloom_max_bytes / BlockBytes, "BloomFilter block");
         BloomFilter f(Raw{}, seed, expected, fpp);
         f.init(static_cast<std::size_t>(nblocks), k);
         const auto payload = in.bytes(static_cast<std::size_t>(nblocks) * BlockBytes);
@@ -396,6 +393,13 @@ class BloomFilter {
                 for (std::uint32_t& w : b.w) w = words.u32();
         }
         in.expect_end();
+        if (version >= 2) {
+            f.total_ = total;
+        } else if (f.set_bits() != 0) {
+            const double n = std::round(f.approximate_count());
+            f.total_ = n < 18446744073709551615.0 ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(n))
+                                                  : std::numeric_limits<std::uint64_t>::max();
+        }
         return f;
     }
 
@@ -430,17 +434,12 @@ class BloomFilter {
         return blocks_[detail::bloom_block_index(h, blocks_.size())].w;
     }
 
-    static std::string format_double(double v) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%g", v);
-        return buf;
-    }
-
     friend void detail::bloom_force_scalar<BlockBytes>(BloomFilter&, bool) noexcept;
 
     detail::BloomLayout<block_bits> layout_{};
     std::vector<Block> blocks_;
     std::uint64_t seed_ = 0;
+    std::uint64_t total_ = 0;
     std::uint64_t expected_items_ = 0;
     double fpp_ = 0;
     bool simd_ = false;

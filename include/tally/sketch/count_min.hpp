@@ -1,18 +1,14 @@
 // tally/sketch/count_min.hpp: the Count-Min sketch (frequencies with one-sided error).
-//
-// CountMin<Counter> answers "how often did this item appear?" in fixed memory.
-// Estimates never fall below the truth; the excess is additive, so the
-// sketch is accurate for the head of a distribution and meaningless for its
-// tail. Optional conservative update (Estan & Varghese 2002) tightens it.
+// Usage, proofs, measured tables and the wire format: docs/count_min.md.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <numbers>
 #include <span>
@@ -22,98 +18,45 @@
 
 #include "../core/hash.hpp"
 #include "../core/platform.hpp"
+#include "../core/seed.hpp"
 #include "../core/serialize.hpp"
+#include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
 namespace tally {
 
-/// Construction options of CountMin (designated initialisers read well:
-/// `CountMin<>(2048, 4, {.conservative = true})`).
+/// Construction options of CountMin: `CountMin<>(2048, 4, {.conservative = true})`.
 struct CountMinOptions {
-    /// Selects the hash function: sketches merge only with equal seeds, and
-    /// different seeds make collisions independent between sketches.
-    std::uint64_t seed = 0;
+    /// Draws the row hash functions. Sketches merge only with equal seeds; take
+    /// Seed::random() when an adversary chooses the items.
+    Seed seed{};
     /// Conservative update (Estan & Varghese 2002): raise only the counters
-    /// that are below the new estimate. Never worse, usually much better, but
-    /// it forbids decrements (which tally does not offer in either mode).
+    /// below the new estimate. Never worse, usually much better.
     bool conservative = false;
 };
 
-/// Count-Min sketch (Cormode & Muthukrishnan, "An improved data stream
-/// summary: the count-min sketch and its applications", J. Algorithms 55(1),
-/// 2005), cash-register model: counts are non-negative, nothing is removed.
+/// Count-Min sketch (Cormode & Muthukrishnan, J. Algorithms 55(1), 2005),
+/// cash-register model: `depth` rows of `width` counters; add() raises one
+/// counter per row, estimate() is the minimum of the item's counters.
 ///
-/// Layout: `depth` rows of `width` counters. add() raises one counter per
-/// row; estimate() is the minimum over the item's counters, each of which
-/// holds the item's own count plus whatever else collided there.
+/// Guarantee, with N = total() and f(x) the true count of x:
+///     f(x) <= estimate(x)                                    always
+///     estimate(x) <= f(x) + epsilon N, epsilon = e / width,  with probability
+///                                     >= 1 - delta, delta = e^-depth
+/// Row i maps the item's 64-bit hash h to ((a_i h + b_i) mod 2^64) * width / 2^64
+/// with (a_i odd, b_i) drawn per row from the seed: multiply-add-shift
+/// (Dietzfelbinger et al. 1997; Thorup 2015), so two items share a column
+/// with probability <= 1/width in each row, independently across rows.
+/// Counters saturate at Counter's maximum instead of wrapping.
 ///
-/// Guarantee, with N = total() (sum of all counts added) and f(x) the true
-/// count of x:
-///     f(x) <= estimate(x)                                   always
-///     estimate(x) <= f(x) + epsilon * N,  epsilon = e / width,
-///         with probability >= 1 - delta, delta = e^-depth (per query).
-/// `with_error(epsilon, delta)` sizes width = ceil(e / epsilon) and
-/// depth = ceil(ln(1 / delta)). Counters saturate at Counter's maximum
-/// instead of wrapping: a saturated counter still bounds every count below
-/// that maximum, so estimate(x) >= min(f(x), max Counter) always holds.
+/// Cost: add and estimate O(depth), one hash per item. Memory:
+/// width * depth * sizeof(Counter) bytes plus the object (~0.6 KB).
+/// Thread safety: const methods may run concurrently; add, merge, clear and
+/// assignment need exclusive access (one sketch per thread, then merge).
 ///
-/// Conservative update: on add(x, c) the new estimate v = min + c is written
-/// only into the item's counters that are below v. Each counter still bounds
-/// the count of every item mapped to it, so the lower bound is unchanged and
-/// estimates are never above those of the standard update on the same stream
-/// (tests check this key by key). It cannot support decrements: counters no
-/// longer hold sums, so nothing can be subtracted. Merging conservative
-/// sketches sums them; the sum still bounds every item's count from above and
-/// stays below the standard sketch of the union (so the epsilon * N bound
-/// holds), but it loses the extra tightness conservative update gave each
-/// input, and conservative updates after a merge remain correct.
-///
-/// Hashing: one 64-bit hash per item (tally::Hasher<T>, remixed with SplitMix64
-/// when seed != 0). Row i's column is fastrange32(h1 + i * h2) with h1, h2 the
-/// low and high 32-bit halves (Kirsch & Mitzenmacher, "Less hashing, same
-/// performance: building a better Bloom filter", Random Structures &
-/// Algorithms 33(2), 2008) and fastrange32(g) = (g * width) >> 32 (Lemire
-/// 2019), which honours any width exactly, not just powers of two, at the cost
-/// of one multiply (no division). Why that is enough: the Count-Min bound
-/// needs, per row, that two distinct items collide with probability ~1/width
-/// (pairwise independence) so that Markov's inequality gives P[row error >
-/// epsilon N] <= 1/e; with h1, h2 independent and uniform (hash64 modelled as
-/// a random function), g_i(x) is uniform and independent of g_i(y), so each
-/// row meets that exactly, up to fastrange rounding of at most width / 2^32.
-/// Across rows double hashing is only pairwise independent (two items whose
-/// h1 and h2 both nearly agree collide in every row, probability ~depth /
-/// width^2 per pair instead of width^-depth); Kirsch & Mitzenmacher show this
-/// costs nothing asymptotically for Bloom filters, and the tests check the
-/// 1 - delta fraction empirically. A per-row full hash would cost depth hashes
-/// per add for no measurable gain.
-///
-/// Memory: width * depth * sizeof(Counter) bytes plus the 64-byte object
-/// (with_error(0.001, 0.01): 2719 x 5 x 4 B = 54 KB).
-///
-/// Thread safety: const methods (estimate, total, serialize, accessors) are
-/// safe to call concurrently; add, add_hash, merge, clear and assignment need
-/// exclusive access. For parallel ingest keep one sketch per thread and merge.
-///
-/// Example:
 ///     auto cm = tally::CountMin<>::with_error(0.001, 0.01);
-///     cm.add("GET /index.html");
-///     cm.add(std::string("GET /index.html"), 3);
-///     std::uint64_t n = cm.estimate("GET /index.html");   // >= 4
-///
-/// Serialized format (Family::count_min, version 1), little-endian:
-///
-///   offset  size             field
-///   0       8                frame header ("TALY", family 3, version 1, 0, 0)
-///   8       1                counter bytes: 4 or 8 (must equal sizeof(Counter))
-///   9       1                flags: bit 0 = conservative; other bits zero
-///   10      2                depth, in [1, max_depth]
-///   12      8                width, in [1, max_width]
-///   20      8                seed
-///   28      8                total (N)
-///   36      W*D*counter      counters, row-major (row 0 first), each LE
-///
-/// deserialize() also checks that every row sums to at most total (true of
-/// every sketch this class can produce), so corrupted counters are refused.
+///     cm.add("GET /index.html", 3);
+///     std::uint64_t n = cm.estimate("GET /index.html");   // >= 3
 template <class Counter = std::uint32_t>
 class CountMin {
     static_assert(std::same_as<Counter, std::uint32_t> || std::same_as<Counter, std::uint64_t>,
@@ -121,36 +64,36 @@ class CountMin {
 
   public:
     using counter_type = Counter;
-    static constexpr std::size_t max_depth = 32;                       // delta = e^-32 ~ 1.3e-14
-    static constexpr std::uint64_t max_width = std::uint64_t{1} << 31;  // fastrange32 needs <= 2^32
-    static constexpr std::uint8_t format_version = 1;
+    static constexpr std::size_t max_depth = 32;                        // delta = e^-32 ~ 1.3e-14
+    static constexpr std::uint64_t max_width = std::uint64_t{1} << 31;  // 2^36 counters at most
+    /// Version 2: rows hashed by multiply-add-shift. Version 1 (double
+    /// hashing, rows not independent) is refused by deserialize().
+    static constexpr std::uint8_t format_version = 2;
 
     /// width counters per row, depth rows. Throws std::invalid_argument for
     /// width outside [1, 2^31] or depth outside [1, 32].
     CountMin(std::size_t width, std::size_t depth, CountMinOptions options = {})
         : width_(checked_width(width)), depth_(checked_depth(depth)), seed_(options.seed),
-          conservative_(options.conservative), cells_(width_ * depth_, Counter{0}) {}
+          conservative_(options.conservative), cells_(checked_cells(width_, depth_), Counter{0}) {
+        draw_rows();
+    }
+    CountMin(std::size_t width, std::size_t depth, Seed seed) : CountMin(width, depth, CountMinOptions{seed, false}) {}
 
     /// Sized for estimate(x) <= f(x) + epsilon * N with probability >= 1 - delta:
     /// width = ceil(e / epsilon), depth = ceil(ln(1 / delta)). Throws
-    /// std::invalid_argument for epsilon or delta outside (0, 1), or when the
-    /// resulting width or depth exceeds its maximum.
+    /// std::invalid_argument for epsilon outside [e / 2^31, 1) or delta
+    /// outside [e^-32, 1) (the widths and depths that exist).
     [[nodiscard]] static CountMin with_error(double epsilon, double delta, CountMinOptions options = {}) {
-        if (!(epsilon > 0.0 && epsilon < 1.0))
-            detail::throw_invalid_argument("tally::CountMin: epsilon " + num(epsilon) +
-                                           " is out of range (0, 1)");
-        if (!(delta > 0.0 && delta < 1.0))
-            detail::throw_invalid_argument("tally::CountMin: delta " + num(delta) + " is out of range (0, 1)");
-        const double w = std::ceil(std::numbers::e / epsilon);
-        const double d = std::ceil(std::log(1.0 / delta));
-        if (!(w <= static_cast<double>(max_width)))
-            detail::throw_invalid_argument("tally::CountMin: width " + num(w) + " (from epsilon " + num(epsilon) +
-                                           ") is out of range [1, " + std::to_string(max_width) + "]");
-        if (!(d <= static_cast<double>(max_depth)))
-            detail::throw_invalid_argument("tally::CountMin: depth " + num(d) + " (from delta " + num(delta) +
-                                           ") is out of range [1, " + std::to_string(max_depth) + "]");
-        return CountMin(static_cast<std::size_t>(w), std::max<std::size_t>(1, static_cast<std::size_t>(d)),
-                        options);
+        detail::check_range("tally::CountMin::with_error", "epsilon", epsilon, min_epsilon(), 1.0,
+                            detail::Bounds::right_open);
+        detail::check_range("tally::CountMin::with_error", "delta", delta, min_delta(), 1.0,
+                            detail::Bounds::right_open);
+        const double w = std::min(std::ceil(std::numbers::e / epsilon), static_cast<double>(max_width));
+        const double d = std::min(std::ceil(std::log(1.0 / delta)), static_cast<double>(max_depth));
+        return CountMin(static_cast<std::size_t>(w), std::max<std::size_t>(1, static_cast<std::size_t>(d)), options);
+    }
+    [[nodiscard]] static CountMin with_error(double epsilon, double delta, Seed seed) {
+        return with_error(epsilon, delta, CountMinOptions{seed, false});
     }
 
     // ---- updates (exclusive access) ----------------------------------------
@@ -162,27 +105,25 @@ class CountMin {
         add_hash(hash_of(item), count);
     }
 
-    /// Adds by a precomputed item hash (the Hasher<T> output; the seed is
-    /// applied here, so add(x) == add_hash(hash_of(x))).
+    /// Adds by a precomputed item hash (the Hasher<T> output), so
+    /// add(x) == add_hash(hash_of(x)).
     TALLY_ALWAYS_INLINE void add_hash(std::uint64_t hash, std::uint64_t count = 1) noexcept {
-        const std::uint64_t h = seeded(hash);
         if (TALLY_LIKELY(!conservative_)) {
-            // The usual depths get a fully unrolled body (no loop counter,
-            // independent rows the CPU overlaps); any other depth loops.
+            // The usual depths get a fully unrolled body (independent rows the
+            // CPU overlaps); any other depth loops.
             switch (depth_) {
-                case 4: add_rows<4>(h, count, depth_); break;
-                case 5: add_rows<5>(h, count, depth_); break;
-                case 3: add_rows<3>(h, count, depth_); break;
-                default: add_rows<0>(h, count, depth_); break;
+                case 4: add_rows<4>(hash, count); break;
+                case 5: add_rows<5>(hash, count); break;
+                case 3: add_rows<3>(hash, count); break;
+                default: add_rows<0>(hash, count); break;
             }
         } else {
-            add_conservative(h, count);
+            add_conservative(hash, count);
         }
-        total_ = count > std::numeric_limits<std::uint64_t>::max() - total_ ? std::numeric_limits<std::uint64_t>::max()
-                                                                            : total_ + count;
+        total_ = detail::sat_add(total_, count);
     }
 
-    /// Forgets everything; keeps the shape and options.
+    /// Forgets every count; keeps the shape, seed and update mode.
     void clear() noexcept {
         std::fill(cells_.begin(), cells_.end(), Counter{0});
         total_ = 0;
@@ -199,21 +140,20 @@ class CountMin {
     }
 
     [[nodiscard]] std::uint64_t estimate_hash(std::uint64_t hash) const noexcept {
-        const std::uint64_t h = seeded(hash);
-        std::uint32_t g = static_cast<std::uint32_t>(h);
-        const std::uint32_t step = static_cast<std::uint32_t>(h >> 32);
         const std::uint64_t w = width_;
         const Counter* row = cells_.data();
         Counter low = std::numeric_limits<Counter>::max();
-        for (std::size_t i = 0; i < depth_; ++i, row += w, g += step) low = std::min(low, row[column(g, w)]);
+        for (std::size_t i = 0; i < depth_; ++i, row += w) low = std::min(low, row[column(i, hash, w)]);
         return low;
     }
 
     /// N: the sum of every count added (and merged), saturating at 2^64 - 1.
     [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
+    /// True when nothing was counted (total() == 0, every counter zero).
+    [[nodiscard]] bool empty() const noexcept { return total_ == 0; }
     [[nodiscard]] std::size_t width() const noexcept { return width_; }
     [[nodiscard]] std::size_t depth() const noexcept { return depth_; }
-    [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
+    [[nodiscard]] Seed seed() const noexcept { return seed_; }
     [[nodiscard]] bool conservative() const noexcept { return conservative_; }
     /// e / width: the additive error per unit of total().
     [[nodiscard]] double epsilon() const noexcept { return std::numbers::e / static_cast<double>(width_); }
@@ -224,6 +164,10 @@ class CountMin {
     [[nodiscard]] std::size_t memory_bytes() const noexcept { return sizeof(*this) + cells_.size() * sizeof(Counter); }
     /// Row-major counters (depth rows of width), for inspection.
     [[nodiscard]] std::span<const Counter> counters() const noexcept { return cells_; }
+    /// The column of row `row` (< depth()) that an item of hash `hash` maps to.
+    [[nodiscard]] std::size_t column_of(std::size_t row, std::uint64_t hash) const noexcept {
+        return row < depth_ ? column(row, hash, width_) : 0;
+    }
 
     // ---- merge and serialization --------------------------------------------
 
@@ -242,15 +186,13 @@ class CountMin {
                                            std::to_string(other.width_) + " x depth " +
                                            std::to_string(other.depth_) + ")");
         if (seed_ != other.seed_)
-            detail::throw_invalid_argument("tally::CountMin::merge: seed mismatch (" + std::to_string(seed_) +
-                                           " vs " + std::to_string(other.seed_) + ")");
+            detail::throw_invalid_argument("tally::CountMin::merge: seed mismatch (" + std::to_string(seed_.value) +
+                                           " vs " + std::to_string(other.seed_.value) + ")");
         if (conservative_ != other.conservative_)
             detail::throw_invalid_argument(std::string("tally::CountMin::merge: update mode mismatch (") +
                                            mode_name(conservative_) + " vs " + mode_name(other.conservative_) + ")");
-        for (std::size_t i = 0; i < cells_.size(); ++i) sat_add(cells_[i], other.cells_[i]);
-        total_ = other.total_ > std::numeric_limits<std::uint64_t>::max() - total_
-                     ? std::numeric_limits<std::uint64_t>::max()
-                     : total_ + other.total_;
+        for (std::size_t i = 0; i < cells_.size(); ++i) cells_[i] = detail::sat_add(cells_[i], other.cells_[i]);
+        total_ = detail::sat_add(total_, other.total_);
         return *this;
     }
 
@@ -261,7 +203,7 @@ class CountMin {
         out.u8(conservative_ ? 1 : 0);
         out.u16(static_cast<std::uint16_t>(depth_));
         out.u64(width_);
-        out.u64(seed_);
+        out.u64(seed_.value);
         out.u64(total_);
         if constexpr (std::endian::native == std::endian::little) {
             out.bytes(cells_.data(), cells_.size() * sizeof(Counter));
@@ -277,15 +219,19 @@ class CountMin {
         return out.take();
     }
 
-    /// Throws tally::FormatError for anything but a valid encoding of a
-    /// CountMin<Counter>; never reads past `bytes`, never allocates more than
-    /// the input's counters need.
+    /// Throws tally::FormatError for anything but a valid version-2 encoding
+    /// of a CountMin<Counter>, and for version-1 bytes (their columns came
+    /// from a hash scheme this version no longer computes); never reads past
+    /// `bytes`, never allocates more than the input's counters need.
     [[nodiscard]] static CountMin deserialize(std::span<const std::byte> bytes) {
         ByteReader in(bytes);
-        in.header(Family::count_min, format_version);
+        if (in.header(Family::count_min, format_version) == 1)
+            detail::throw_format_error(
+                "tally: CountMin: format version 1 (double-hashed rows) is no longer read; rebuild the sketch from "
+                "its stream");
         const std::uint8_t counter_bytes = in.u8();
         if (counter_bytes != sizeof(Counter))
-            detail::throw_format_error("tally::CountMin: counters of " + std::to_string(counter_bytes) +
+            detail::throw_format_error("tally: CountMin: counters of " + std::to_string(counter_bytes) +
                                        " bytes where " + std::to_string(sizeof(Counter)) + " were expected");
         const std::uint8_t flags = in.u8();
         format_check((flags & ~1u) == 0, "CountMin: unknown flag bits");
@@ -296,7 +242,7 @@ class CountMin {
         const std::uint64_t seed = in.u64();
         const std::uint64_t total = in.u64();
         in.count(width * depth, sizeof(Counter), max_width * max_depth, "CountMin counter");
-        CountMin cm(static_cast<std::size_t>(width), depth, CountMinOptions{seed, (flags & 1u) != 0});
+        CountMin cm(static_cast<std::size_t>(width), depth, CountMinOptions{Seed{seed}, (flags & 1u) != 0});
         cm.total_ = total;
         for (std::size_t r = 0; r < depth; ++r) {
             Counter* row = cm.cells_.data() + r * width;
@@ -320,76 +266,91 @@ class CountMin {
     }
 
   private:
-    static std::string num(double v) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%g", v);
-        return buf;
-    }
     static const char* mode_name(bool conservative) noexcept { return conservative ? "conservative" : "standard"; }
+    static double min_epsilon() noexcept { return std::numbers::e / static_cast<double>(max_width); }
+    static double min_delta() noexcept { return std::exp(-static_cast<double>(max_depth)); }
 
     static std::size_t checked_width(std::size_t width) {
-        if (width < 1 || width > max_width)
-            detail::throw_invalid_argument("tally::CountMin: width " + std::to_string(width) +
-                                           " is out of range [1, " + std::to_string(max_width) + "]");
+        detail::check_range("tally::CountMin::CountMin", "width", width, std::size_t{1},
+                            static_cast<std::size_t>(std::min<std::uint64_t>(max_width, SIZE_MAX)));
         return width;
     }
     static std::size_t checked_depth(std::size_t depth) {
-        if (depth < 1 || depth > max_depth)
-            detail::throw_invalid_argument("tally::CountMin: depth " + std::to_string(depth) +
-                                           " is out of range [1, " + std::to_string(max_depth) + "]");
+        detail::check_range("tally::CountMin::CountMin", "depth", depth, std::size_t{1}, max_depth);
         return depth;
+    }
+    // width * depth counters must be addressable: checked by division, before
+    // the product is formed (it wraps a 32-bit size_t).
+    static std::size_t checked_cells(std::size_t width, std::size_t depth) {
+        const std::size_t max_cells = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(Counter);
+        if (width > max_cells / depth)
+            detail::throw_invalid_argument("tally::CountMin::CountMin: width " + std::to_string(width) +
+                                           " x depth " + std::to_string(depth) + " exceeds " +
+                                           std::to_string(max_cells) + " counters");
+        return width * depth;
+    }
+
+    // Row i's hash function: multiply-add-shift. (a_i odd, b_i) come from a
+    // SplitMix64 stream started at the seed, so equal seeds mean equal rows.
+    void draw_rows() noexcept {
+        constexpr std::uint64_t golden = 0x9e3779b97f4a7c15ull;
+        for (std::size_t i = 0; i < max_depth; ++i) {
+            mul_[i] = detail::mix64(seed_.value + (2 * i) * golden) | 1;
+            add_[i] = detail::mix64(seed_.value + (2 * i + 1) * golden);
+        }
     }
 
     template <std::size_t D>  // D = 0: depth known at run time only
-    TALLY_ALWAYS_INLINE void add_rows(std::uint64_t h, std::uint64_t count, std::size_t depth) noexcept {
-        std::uint32_t g = static_cast<std::uint32_t>(h);
-        const std::uint32_t step = static_cast<std::uint32_t>(h >> 32);
+    TALLY_ALWAYS_INLINE void add_rows(std::uint64_t h, std::uint64_t count) noexcept {
         const std::uint64_t w = width_;
         Counter* row = cells_.data();
-        const std::size_t d = D == 0 ? depth : D;
+        const std::size_t d = D == 0 ? depth_ : D;
         const Counter c = clamp(count);
-        for (std::size_t i = 0; i < d; ++i, row += w, g += step) sat_add(row[column(g, w)], c);
+        // No counter exceeds total(), so while total() + c fits in Counter no
+        // counter can overflow: one test per add instead of one per row.
+        if (TALLY_LIKELY(total_ <= std::numeric_limits<Counter>::max() - c)) {
+            for (std::size_t i = 0; i < d; ++i, row += w) row[column(i, h, w)] += c;
+        } else {
+            for (std::size_t i = 0; i < d; ++i, row += w) {
+                Counter& cell = row[column(i, h, w)];
+                cell = detail::sat_add(cell, c);
+            }
+        }
     }
 
     void add_conservative(std::uint64_t h, std::uint64_t count) noexcept {
-        std::uint32_t g = static_cast<std::uint32_t>(h);
-        const std::uint32_t step = static_cast<std::uint32_t>(h >> 32);
         const std::uint64_t w = width_;
         Counter* row = cells_.data();
         Counter* cell[max_depth];
         Counter low = std::numeric_limits<Counter>::max();
-        for (std::size_t i = 0; i < depth_; ++i, row += w, g += step) {
-            cell[i] = row + column(g, w);
+        for (std::size_t i = 0; i < depth_; ++i, row += w) {
+            cell[i] = row + column(i, h, w);
             low = std::min(low, *cell[i]);
         }
-        sat_add(low, clamp(count));
+        low = detail::sat_add(low, clamp(count));
         for (std::size_t i = 0; i < depth_; ++i) *cell[i] = std::max(*cell[i], low);
     }
 
-    TALLY_ALWAYS_INLINE std::uint64_t seeded(std::uint64_t hash) const noexcept {
-        // Seed 0 keeps the Hasher output as is (already well mixed); any other
-        // seed remixes it so that collisions, not just positions, change.
-        return seed_ == 0 ? hash : detail::mix64(hash ^ seed_);
-    }
-    static TALLY_ALWAYS_INLINE std::size_t column(std::uint32_t g, std::uint64_t width) noexcept {
-        return static_cast<std::size_t>((static_cast<std::uint64_t>(g) * width) >> 32);
+    // ((a h + b) mod 2^64) scaled onto [0, width) by the high half of a
+    // 64 x 64 product (Lemire's reduction): any width, no division.
+    TALLY_ALWAYS_INLINE std::size_t column(std::size_t i, std::uint64_t h, std::uint64_t width) const noexcept {
+        const std::uint64_t g = mul_[i] * h + add_[i];
+        return static_cast<std::size_t>((static_cast<detail::uint128>(g) * width) >> 64);
     }
     // Counts wider than Counter clamp once per add; a row then costs
     // add + carry-select, no 64-bit detour.
     static TALLY_ALWAYS_INLINE Counter clamp(std::uint64_t c) noexcept {
         return c > std::numeric_limits<Counter>::max() ? std::numeric_limits<Counter>::max() : static_cast<Counter>(c);
     }
-    static TALLY_ALWAYS_INLINE void sat_add(Counter& cell, Counter c) noexcept {
-        Counter r;
-        cell = __builtin_add_overflow(cell, c, &r) ? std::numeric_limits<Counter>::max() : r;
-    }
 
     std::size_t width_;
     std::size_t depth_;
-    std::uint64_t seed_;
+    Seed seed_;
     bool conservative_;
     std::uint64_t total_ = 0;
     std::vector<Counter> cells_;
+    std::array<std::uint64_t, max_depth> mul_{};
+    std::array<std::uint64_t, max_depth> add_{};
 };
 
 }  // namespace tally

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <numbers>
 #include <span>
@@ -17,168 +16,40 @@
 
 #include "../core/platform.hpp"
 #include "../core/serialize.hpp"
+#include "../detail/primitives.hpp"
+#include "../detail/tdigest_scale.hpp"
 #include "../detail/tdigest_sort.hpp"
 #include "../detail/throw.hpp"
 
 namespace tally {
 
-namespace detail {
-
-inline std::string tdigest_num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.10g", v);
-    return buf;
-}
-
-/// The scale function k(q) of one merge pass and its inverse.
+/// TDigest: a merging t-digest (Dunning & Ertl, "Computing extremely accurate
+/// quantiles using t-digests", arXiv:1902.04023) over weighted real values:
+/// quantile, cdf, rank and trimmed-mean queries, mergeable across threads,
+/// nodes and time. Values go into a buffer of 10 * compression entries; a full
+/// buffer is sorted and merged into the centroids in one greedy pass under a
+/// k1 (arcsine) scale in the middle and a logarithmic scale in the tails.
 ///
-/// Middle, q in [qc, 1 - qc]: k1(q) = delta / (2 pi) * asin(2q - 1), the
-/// arcsine of Dunning & Ertl. Tails, q < qc: k3-style logarithm
-/// kc + (delta / Z) * ln(q / qc), with Z = 4 ln(n / delta) + 24 (the paper's
-/// normaliser for k2/k3), and the mirror image for q > 1 - qc. qc is where the
-/// two size limits dk/dq meet (delta / (2 pi sqrt(q(1-q))) = delta / (Z q),
-/// qc = 4 pi^2 / (Z^2 + 4 pi^2), about 0.011 at n = 1e6), so k is continuous
-/// with a continuous derivative and is monotone: a valid scale function.
-struct TDigestScale {
-    double c1, c3, qc, kc;
-
-    TDigestScale(double delta, double n) noexcept {
-        constexpr double two_pi = 2 * std::numbers::pi;
-        const double z = 4 * std::log(std::max(n / delta, 1.0)) + 24;
-        c1 = delta / two_pi;
-        c3 = delta / z;
-        qc = two_pi * two_pi / (z * z + two_pi * two_pi);
-        kc = c1 * std::asin(2 * qc - 1);  // negative; k(1 - qc) = -kc
-        up = std::exp(1 / c3);
-        down = std::exp(-1 / c3);
-        cos_phi = std::cos(1 / c1);
-        sin_phi = std::sin(1 / c1);
-    }
-    double k(double q) const noexcept {
-        if (q < qc) return kc + c3 * std::log(q / qc);  // -inf at q = 0
-        if (q > 1 - qc) return -kc - c3 * std::log((1 - q) / qc);
-        return c1 * std::asin(2 * q - 1);
-    }
-    double q(double k) const noexcept {
-        if (k < kc) return qc * std::exp((k - kc) / c3);
-        if (k > -kc) return 1 - qc * std::exp((-kc - k) / c3);
-        return (std::sin(k / c1) + 1) / 2;
-    }
-    /// q(k(q0) + 1), the far end of a centroid that starts at q0, without
-    /// transcendental calls on the common paths: in the log tails k + 1 is a
-    /// constant factor on q (or 1 - q); in the arcsine middle it is a fixed
-    /// rotation by 1 / c1 of (2q - 1, 2 sqrt(q (1 - q))) = (sin, cos). The
-    /// general formula handles a step that crosses from one piece to the next.
-    double next_q(double q0) const noexcept {
-        if (q0 < qc) {
-            const double q1 = q0 * up;
-            return q1 <= qc ? q1 : q(k(q0) + 1);
-        }
-        if (q0 > 1 - qc) return 1 - (1 - q0) * down;
-        const double s = 2 * q0 - 1, c = 2 * std::sqrt(q0 * (1 - q0));
-        const double s1 = s * cos_phi + c * sin_phi, c_next = c * cos_phi - s * sin_phi;
-        return (c_next >= 0 && s1 <= 1 - 2 * qc) ? (s1 + 1) / 2 : q(k(q0) + 1);
-    }
-    double up = 0, down = 0, cos_phi = 0, sin_phi = 0;
-};
-
-/// a + (b - a) * t for a <= b, t in [0, 1], without overflow for huge spans.
-inline double tdigest_lerp(double a, double b, double t) noexcept {
-    const double d = b - a;
-    const double v = std::isfinite(d) ? a + d * t : a * (1 - t) + b * t;
-    return std::min(std::max(v, a), b);  // not std::clamp: no precondition to break
-}
-
-}  // namespace detail
-
-/// TDigest: a merging t-digest, a compact summary of a stream of weighted
-/// real values that answers quantile, CDF, rank and trimmed-mean queries and
-/// merges with other digests.
+/// Error (rank, empirical, not a proven bound): |F(quantile(q)) - q| <= 0.005
+/// for q in [0.01, 0.99] and <= 0.0005 at q = 0.001 and 0.999, at compression
+/// 100, for single digests and 16-way merges (tests/test_tdigest.cpp checks
+/// both on five distributions). The min and max are exact; one value answers
+/// itself for every q.
 ///
-/// Algorithm: T. Dunning and O. Ertl, "Computing extremely accurate
-/// quantiles using t-digests" (arXiv:1902.04023), the merging variant: values
-/// go into a buffer of 10 * compression entries; when it fills, the buffer is
-/// sorted (radix, detail/tdigest_sort.hpp) and merged with the sorted
-/// centroids in one greedy left-to-right pass that grows a centroid while its
-/// k-size k(q_right) - k(q_left) stays <= 1 (no alternating direction, so a
-/// pass over an already merged digest changes nothing).
+/// Cost: add amortised O(1); quantile and cdf one binary search over the
+/// cumulative-weight view built at each flush; merge O(centroids). Memory:
+/// ~compression centroids of 16 bytes (about 1.6 KB at 100, also the
+/// serialized size) plus, once a value was added, a buffer of ~40 KB at 100;
+/// memory_bytes() reports it all.
+/// Thread safety: one writer; the const queries, serialize and observers may
+/// run concurrently on a flushed digest (call flush() before sharing it).
+/// Errors: bad arguments throw std::invalid_argument, digest unchanged;
+/// try_add is the noexcept form. Queries on an empty digest return NaN (0 for
+/// rank). Details, tables and the wire format: docs/tdigest.md.
 ///
-/// Scale function (see detail::TDigestScale): k1 (arcsine) in the middle and
-/// a k2/k3-style logarithm in the tails, joined where their size limits cross.
-/// Why: with k1 alone a centroid near quantile q spans about
-/// 2 pi sqrt(q) / delta of rank, 0.002 at q = 0.001 for delta = 100, too
-/// coarse for p99.9 on millions of values (measured: 0.00087 rank error at
-/// q = 0.001 after a 16-way merge, over the 0.0005 target); with k3 alone
-/// (k2 is alike) the middle centroids span q Z / delta, 0.3 at the median for
-/// n = 1e6 (measured: 0.02 of rank mid-range, 4x over the 0.005 target). The
-/// hybrid keeps k1's middle (about 0.031 of rank per centroid at delta = 100)
-/// and the log tails (about 0.6 q, so the extremes are singletons), for
-/// roughly delta / 2 + 2 (delta / Z) ln(qc n) centroids when fully merged,
-/// and about delta after the greedy pass.
-///
-/// Queries interpolate linearly between centroid means placed at the middle
-/// of their rank intervals; a centroid of weight <= 1 is a point mass (exact),
-/// and the exact min and max anchor the two ends (the paper's scheme). So one
-/// value returns that value for every q, and two values a < b give a for
-/// q <= 0.5 and b above.
-///
-/// Error (rank, not value): |F(quantile(q)) - q| is empirical, not a proven
-/// bound. tests/test_tdigest.cpp asserts, on 1M values of uniform, normal,
-/// exponential, lognormal and sorted streams at compression 100, for single
-/// digests and for merges of 16 shards: <= 0.005 for q in [0.01, 0.99] and
-/// <= 0.0005 at q = 0.001 and 0.999 (worst seen over several seeds: 0.0025
-/// and 0.00013). The middle error roughly halves when compression doubles
-/// (worst mid-range on those streams: 0.004 at 50, 0.002 at 100, 0.0012 at
-/// 200, 0.0006 at 400); the tail bound needs compression >= 100.
-/// Where the density jumps (a mixture with a hard edge) the interpolation
-/// can be off by a quarter of a centroid's width: 0.006 seen at delta = 100.
-///
-/// Memory: the centroids, 16 bytes each, about compression of them (91-111
-/// at compression 100 on 1M values; this is also the serialized size, 44 +
-/// 16 k bytes, ~1.6 KB); the buffer, 10 * compression entries of 8 bytes for
-/// unit weights plus as many for the radix sort and 16 for weighted values;
-/// and a scratch centroid array. memory_bytes() reports it: 40 KB at
-/// compression 100, 79 KB at 200. Keep many digests serialized, not live.
-///
-/// Thread safety: none inside; one writer at a time (give each thread its own
-/// digest and merge them). add/try_add/merge/flush/centroids and the
-/// non-const query overloads modify the digest (the non-const queries flush
-/// the buffer in place). The const overloads of quantile/cdf/rank/
-/// trimmed_mean, serialize, count, min, max, compression, mergeable_with and
-/// memory_bytes never modify and may run concurrently with each other; on a
-/// digest with buffered values the const queries work on a flushed copy
-/// (slower), so call flush() before handing a digest to readers.
-///
-/// Errors: a bad compression, x that is NaN or infinite, a weight that is not
-/// positive and finite, or q outside [0, 1] throw std::invalid_argument and
-/// leave the digest unchanged. add therefore is not noexcept (the issue asks
-/// for the throw); try_add is the noexcept form and returns false instead.
-/// Neither allocates unless a pass produces more centroids than the
-/// 2 * compression + 64 reserved up front. Queries on an empty digest return
-/// NaN (quantile, cdf, trimmed_mean, min, max) or 0 (rank, count): no data
-/// is not a programming error, and NaN cannot be mistaken for a latency.
-///
-/// Wire format (Family::tdigest, version 1, little-endian), written after
-/// flushing the buffer, so it is canonical for the summarised data:
-///
-///   offset size  field
-///   0      8     frame header "TALY", family 8, version 1, 0, 0
-///   8      8     f64 compression, in [10, 10000]
-///   16     8     f64 min (+inf when empty)
-///   24     8     f64 max (-inf when empty)
-///   32     8     f64 count: the sum of the centroid weights, in order
-///   40     4     u32 k, number of centroids, <= 16 * ceil(compression) + 1024
-///   44     16 k  k x (f64 mean, f64 weight); means finite, non-decreasing,
-///                within [min, max]; weights finite and > 0
-///
-/// deserialize throws tally::FormatError for anything else (NaN means,
-/// non-positive weights, unsorted centroids, a count that is not the sum).
-///
-/// Example:
-///   tally::TDigest d;                       // compression 100
-///   for (double ms : latencies) d.add(ms);
-///   double p99 = d.quantile(0.99);
-///   global.merge(d);                        // per-thread -> global
+///     tally::TDigest d;                       // compression 100
+///     for (double ms : latencies) d.add(ms);
+///     double p99 = d.quantile(0.99);          // global.merge(d) across threads
 class TDigest {
   public:
     struct Centroid {
@@ -191,17 +62,10 @@ class TDigest {
     static constexpr double max_compression = 10000;
     static constexpr int format_version = 1;
 
+    /// Allocates nothing: the buffers come with the first value added.
     explicit TDigest(double compression = 100) : compression_(compression) {
-        if (!(compression >= min_compression && compression <= max_compression))
-            detail::throw_invalid_argument("tally::TDigest: compression " + detail::tdigest_num(compression) +
-                                           " is out of range [10, 10000]");
+        detail::check_range("tally::TDigest::TDigest", "compression", compression, min_compression, max_compression);
         cap_ = static_cast<std::size_t>(std::ceil(10 * compression));
-        keys_.resize(cap_);
-        key_tmp_.resize(cap_);
-        recs_.resize(cap_);
-        const std::size_t expect = static_cast<std::size_t>(2 * std::ceil(compression)) + 64;
-        centroids_.reserve(expect);
-        scratch_.reserve(expect);
     }
 
     // ---- adding ----------------------------------------------------------
@@ -213,18 +77,22 @@ class TDigest {
         if (TALLY_LIKELY(try_add(x, weight))) return;
         std::string why;
         if (!std::isfinite(x))
-            why = "x " + detail::tdigest_num(x) + " is not a finite number";
+            why = "x " + detail::format_number(x) + " is not a finite number";
         else if (!(weight > 0) || !std::isfinite(weight))
-            why = "weight " + detail::tdigest_num(weight) + " is not in (0, inf)";
+            why = "weight " + detail::format_number(weight) + " is not in (0, inf)";
+        else if (keys_.empty())
+            why = "out of memory for the buffer";
         else
             why = "total weight would overflow";
         detail::throw_invalid_argument("tally::TDigest::add: " + why);
     }
 
-    /// As add, but returns false (digest unchanged) instead of throwing.
+    /// As add, but returns false (digest unchanged) instead of throwing,
+    /// also when the buffer cannot be allocated (the first add allocates it).
     bool try_add(double x, double weight = 1) noexcept {
         constexpr double big = std::numeric_limits<double>::max();
         if (!(std::fabs(x) <= big && weight > 0 && total_ + weight <= big)) return false;
+        if (TALLY_UNLIKELY(keys_.empty()) && !allocate_buffers()) return false;
         x += 0.0;  // -0.0 -> +0.0: one zero, one encoding
         // unit weights (the common case) take the radix-sorted key buffer
         if (TALLY_LIKELY(weight == 1))
@@ -243,17 +111,28 @@ class TDigest {
         if (nkeys_ + nrecs_ != 0) compress();
     }
 
+    /// Forgets every value; keeps the compression and the buffers.
+    void clear() noexcept {
+        nkeys_ = nrecs_ = 0;
+        total_ = 0;
+        min_ = std::numeric_limits<double>::infinity();
+        max_ = -std::numeric_limits<double>::infinity();
+        centroids_.clear();
+        knot_pos_.clear();
+        knot_val_.clear();
+    }
+
     // ---- queries ---------------------------------------------------------
 
     /// Estimated q-quantile: the value at rank q * count() of the
     /// interpolated distribution; quantile(0) = min(), quantile(1) = max().
     /// NaN when empty. Throws std::invalid_argument unless 0 <= q <= 1.
-    double quantile(double q) {
+    [[nodiscard]] double quantile(double q) {
         check_q(q, "quantile");
         flush();
         return std::as_const(*this).quantile_flushed(q);
     }
-    double quantile(double q) const {
+    [[nodiscard]] double quantile(double q) const {
         check_q(q, "quantile");
         return with_flushed([&](const TDigest& d) { return d.quantile_flushed(q); });
     }
@@ -261,12 +140,12 @@ class TDigest {
     /// Estimated fraction of the total weight at values <= x, in [0, 1]
     /// (0 below min(), 1 at and above max()). NaN when empty. Throws
     /// std::invalid_argument if x is NaN.
-    double cdf(double x) {
+    [[nodiscard]] double cdf(double x) {
         check_x(x, "cdf");
         flush();
         return std::as_const(*this).cdf_flushed(x);
     }
-    double cdf(double x) const {
+    [[nodiscard]] double cdf(double x) const {
         check_x(x, "cdf");
         return with_flushed([&](const TDigest& d) { return d.cdf_flushed(x); });
     }
@@ -274,11 +153,11 @@ class TDigest {
     /// Estimated total weight (with unit weights: the number of values) at
     /// values <= x: cdf(x) * count(). 0 when empty. Throws
     /// std::invalid_argument if x is NaN.
-    double rank(double x) {
+    [[nodiscard]] double rank(double x) {
         if (empty()) return check_x(x, "rank"), 0.0;
         return cdf(x) * total_;
     }
-    double rank(double x) const {
+    [[nodiscard]] double rank(double x) const {
         if (empty()) return check_x(x, "rank"), 0.0;
         return cdf(x) * total_;
     }
@@ -286,23 +165,24 @@ class TDigest {
     /// Estimated mean of the values whose rank lies between the lo- and
     /// hi-quantile; trimmed_mean(0, 1) is the exact mean (up to rounding).
     /// NaN when empty. Throws std::invalid_argument unless 0 <= lo < hi <= 1.
-    double trimmed_mean(double lo, double hi) {
+    [[nodiscard]] double trimmed_mean(double lo, double hi) {
         check_trim(lo, hi);
         flush();
         return std::as_const(*this).trimmed_mean_flushed(lo, hi);
     }
-    double trimmed_mean(double lo, double hi) const {
+    [[nodiscard]] double trimmed_mean(double lo, double hi) const {
         check_trim(lo, hi);
         return with_flushed([&](const TDigest& d) { return d.trimmed_mean_flushed(lo, hi); });
     }
 
     /// Total weight added (the number of values with unit weights).
-    double count() const noexcept { return total_; }
-    bool empty() const noexcept { return total_ == 0; }
+    [[nodiscard]] double total() const noexcept { return total_; }
+    [[deprecated("use total()")]] [[nodiscard]] double count() const noexcept { return total_; }
+    [[nodiscard]] bool empty() const noexcept { return total_ == 0; }
     /// Exact smallest and largest value added; NaN when empty.
-    double min() const noexcept { return empty() ? std::numeric_limits<double>::quiet_NaN() : min_; }
-    double max() const noexcept { return empty() ? std::numeric_limits<double>::quiet_NaN() : max_; }
-    double compression() const noexcept { return compression_; }
+    [[nodiscard]] double min() const noexcept { return empty() ? std::numeric_limits<double>::quiet_NaN() : min_; }
+    [[nodiscard]] double max() const noexcept { return empty() ? std::numeric_limits<double>::quiet_NaN() : max_; }
+    [[nodiscard]] double compression() const noexcept { return compression_; }
 
     /// The centroids, sorted by mean, after flushing the buffer; valid until
     /// the digest is next modified.
@@ -310,16 +190,18 @@ class TDigest {
         flush();
         return {centroids_.data(), centroids_.size()};
     }
-    /// Heap bytes held (centroids, buffer, scratch).
-    std::size_t memory_bytes() const noexcept {
-        return sizeof(Centroid) * (centroids_.capacity() + scratch_.capacity() + recs_.capacity()) +
+    /// Bytes held: the object and its heap (centroids, query view, buffer, scratch).
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return sizeof(*this) +
+               sizeof(Centroid) * (centroids_.capacity() + scratch_.capacity() + recs_.capacity()) +
+               sizeof(double) * (knot_pos_.capacity() + knot_val_.capacity()) +
                sizeof(std::uint64_t) * (keys_.capacity() + key_tmp_.capacity());
     }
 
     // ---- MergeableSummary ------------------------------------------------
 
     /// Same compression (exactly) is required.
-    bool mergeable_with(const TDigest& other) const noexcept { return compression_ == other.compression_; }
+    [[nodiscard]] bool mergeable_with(const TDigest& other) const noexcept { return compression_ == other.compression_; }
 
     /// Flushes both digests' buffers and runs one merge pass over the union
     /// of their centroids. So merge is exactly commutative (the pass sees
@@ -330,8 +212,9 @@ class TDigest {
     /// overflow.
     TDigest& merge(const TDigest& other) {
         if (!mergeable_with(other))
-            detail::throw_invalid_argument("tally::TDigest::merge: compression " + detail::tdigest_num(compression_) +
-                                           " differs from " + detail::tdigest_num(other.compression_) +
+            detail::throw_invalid_argument("tally::TDigest::merge: compression " +
+                                           detail::format_number(compression_) + " differs from " +
+                                           detail::format_number(other.compression_) +
                                            " (merge needs equal compression)");
         if (other.empty()) return *this;
         if (!(total_ + other.total_ <= std::numeric_limits<double>::max()))
@@ -362,7 +245,7 @@ class TDigest {
         return *this;
     }
 
-    std::vector<std::byte> serialize() const {
+    [[nodiscard]] std::vector<std::byte> serialize() const {
         return with_flushed([](const TDigest& d) {
             ByteWriter w(44 + 16 * d.centroids_.size());
             w.header(Family::tdigest, format_version);
@@ -379,7 +262,10 @@ class TDigest {
         });
     }
 
-    static TDigest deserialize(std::span<const std::byte> bytes) {
+    /// Throws tally::FormatError for anything but a valid encoding. Every
+    /// length is checked against the bytes present before anything is
+    /// allocated, and the add buffer is left to the first add.
+    [[nodiscard]] static TDigest deserialize(std::span<const std::byte> bytes) {
         ByteReader r(bytes);
         r.header(Family::tdigest, format_version);
         const double compression = r.f64();
@@ -395,8 +281,7 @@ class TDigest {
                          "empty tdigest must have min +inf, max -inf and count 0");
         } else {
             format_check(std::isfinite(mn) && std::isfinite(mx) && mn <= mx, "tdigest min/max not finite and ordered");
-            d.centroids_.reserve(static_cast<std::size_t>(k) + d.cap_);
-            d.scratch_.reserve(static_cast<std::size_t>(k) + d.cap_);
+            d.centroids_.reserve(static_cast<std::size_t>(k));
             double sum = 0, prev = mn;
             for (std::uint64_t i = 0; i < k; ++i) {
                 const double m = r.f64(), w = r.f64();
@@ -413,6 +298,7 @@ class TDigest {
         d.min_ = mn;
         d.max_ = mx;
         d.total_ = total;
+        d.build_view();
         return d;
     }
 
@@ -421,17 +307,17 @@ class TDigest {
     TDigest(double compression, int) noexcept : compression_(compression) {}
 
     static void check_q(double q, const char* what) {
-        if (!(q >= 0 && q <= 1))
-            detail::throw_invalid_argument(std::string("tally::TDigest::") + what + ": q " + detail::tdigest_num(q) +
-                                           " is out of range [0, 1]");
+        if (!(q >= 0 && q <= 1)) [[unlikely]]
+            detail::throw_invalid_argument(detail::out_of_range_message(
+                (std::string("tally::TDigest::") + what).c_str(), "q", q, 0, 1));
     }
     static void check_x(double x, const char* what) {
         if (std::isnan(x)) detail::throw_invalid_argument(std::string("tally::TDigest::") + what + ": x is NaN");
     }
     static void check_trim(double lo, double hi) {
         if (!(lo >= 0 && lo < hi && hi <= 1))
-            detail::throw_invalid_argument("tally::TDigest::trimmed_mean: (lo, hi) = (" + detail::tdigest_num(lo) +
-                                           ", " + detail::tdigest_num(hi) + ") needs 0 <= lo < hi <= 1");
+            detail::throw_invalid_argument("tally::TDigest::trimmed_mean: (lo, hi) = (" + detail::format_number(lo) +
+                                           ", " + detail::format_number(hi) + ") needs 0 <= lo < hi <= 1");
     }
 
     template <class F>
@@ -537,6 +423,77 @@ class TDigest {
         double sum = 0;
         for (const Centroid& x : centroids_) sum += x.weight;
         total_ = sum;
+        build_view();
+    }
+
+    // The buffers of add, allocated on the first value (so that an empty
+    // digest, and one fresh from deserialize, costs only what it holds).
+    bool allocate_buffers() noexcept {
+        const std::size_t expect = static_cast<std::size_t>(2 * std::ceil(compression_)) + 64;
+#if TALLY_HAS_EXCEPTIONS
+        try {
+#endif
+            keys_.resize(cap_);
+            key_tmp_.resize(cap_);
+            recs_.resize(std::max(recs_.size(), cap_));
+            centroids_.reserve(expect);
+            scratch_.reserve(expect);
+            knot_pos_.reserve(2 * expect + 3);
+            knot_val_.reserve(2 * expect + 3);
+#if TALLY_HAS_EXCEPTIONS
+        } catch (...) {
+            keys_ = {};
+            key_tmp_ = {};
+            return false;
+        }
+#endif
+        return true;
+    }
+
+    // The knots of walk_knots, kept once per flush, so that quantile and cdf
+    // are one binary search and one interpolation. The knot count is at most
+    // 2 * centroids + 3; positions and values both never decrease.
+    void build_view() noexcept {
+        knot_pos_.clear();
+        knot_val_.clear();
+        if (empty()) return;
+        const std::size_t need = 2 * centroids_.size() + 3;
+        if (knot_pos_.capacity() < need || knot_val_.capacity() < need) {
+#if TALLY_HAS_EXCEPTIONS
+            try {
+#endif
+                knot_pos_.reserve(need);
+                knot_val_.reserve(need);
+#if TALLY_HAS_EXCEPTIONS
+            } catch (...) {
+                // the linear walk answers without the view
+                knot_pos_ = {};
+                knot_val_ = {};
+                return;
+            }
+#endif
+        }
+        walk_knots([&](double p, double v) {
+            knot_pos_.push_back(p);
+            knot_val_.push_back(v);
+            return false;
+        });
+    }
+
+    // First index in a[0, n) whose value is >= x (upper: > x), n >= 1, or n
+    // when there is none; branch-free halving, so the cost is log2(n) steps
+    // whatever the data.
+    template <bool Upper>
+    static std::size_t first_at_least(const double* a, std::size_t n, double x) noexcept {
+        const double* base = a;
+        while (n > 1) {
+            const std::size_t half = n / 2;
+            const bool right = Upper ? !(x < base[half - 1]) : base[half - 1] < x;
+            base = right ? base + half : base;
+            n -= half;
+        }
+        const bool right = Upper ? !(x < *base) : *base < x;
+        return static_cast<std::size_t>(base - a) + (right ? 1 : 0);
     }
 
     // The interpolated quantile function f on [0, n] is piecewise linear
@@ -574,6 +531,15 @@ class TDigest {
     double quantile_flushed(double q) const noexcept {
         if (empty()) return std::numeric_limits<double>::quiet_NaN();
         const double r = q * total_;
+        if (TALLY_LIKELY(!knot_pos_.empty())) {
+            // the first knot at or past r (the last knot sits at total_ >= r)
+            const std::size_t n = knot_pos_.size();
+            const std::size_t i = std::min(first_at_least<false>(knot_pos_.data(), n, r), n - 1);
+            const double p = knot_pos_[i], v = knot_val_[i];
+            if (i == 0) return v;
+            const double pp = knot_pos_[i - 1], pv = knot_val_[i - 1];
+            return p <= pp ? v : detail::tdigest_lerp(pv, v, (r - pp) / (p - pp));
+        }
         double pp = 0, pv = min_, result = max_;
         bool have_prev = false;
         walk_knots([&](double p, double v) {
@@ -593,6 +559,17 @@ class TDigest {
         if (empty()) return std::numeric_limits<double>::quiet_NaN();
         if (x < min_) return 0;
         if (x >= max_) return 1;
+        if (TALLY_LIKELY(!knot_val_.empty())) {
+            // the first knot above x: not the first (min_ <= x), and there is
+            // one (max_ > x is the last)
+            const std::size_t n = knot_val_.size();
+            const std::size_t i = std::clamp<std::size_t>(first_at_least<true>(knot_val_.data(), n, x), 1, n - 1);
+            const double p = knot_pos_[i], v = knot_val_[i], pp = knot_pos_[i - 1], pv = knot_val_[i - 1];
+            const double d = v - pv;
+            const double t = std::isfinite(d) ? (x - pv) / d : (x / 2 - pv / 2) / (v / 2 - pv / 2);
+            const double r = pp + (p - pp) * std::min(std::max(t, 0.0), 1.0);
+            return std::clamp(r / total_, 0.0, 1.0);
+        }
         double pp = 0, pv = min_, r = total_;
         walk_knots([&](double p, double v) {
             if (v > x) {
@@ -663,6 +640,8 @@ class TDigest {
     std::vector<std::uint64_t> key_tmp_;  // radix sort ping-pong
     std::vector<Centroid> recs_;          // weighted values (and merge input)
     std::vector<Centroid> scratch_;       // output of a pass, swapped in
+    std::vector<double> knot_pos_;        // query view: knot ranks (build_view)
+    std::vector<double> knot_val_;        // query view: knot values
 };
 
 }  // namespace tally

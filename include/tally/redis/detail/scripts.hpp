@@ -1,0 +1,311 @@
+// tally/redis/detail/scripts.hpp: the Lua sources that tally::redis runs
+// inside Redis (EVALSHA). Keys and numbers only ever arrive as KEYS/ARGV
+// arguments, never spliced into the text.
+//
+// Redis Lua numbers are IEEE doubles, exact for integers below 2^53. The
+// scripts therefore keep every 64-bit quantity (times, grid indices) as two
+// 32-bit halves, multiply through base-2^16 digits (each partial product
+// below 2^32, each column below 2^35), and take remainders with math.fmod,
+// which is exact (Lua's `%` is floor-based and may round). Every other value
+// they compute with is an integer below 2^53 by construction of the
+// arguments (see protocol.hpp). The scripts only decide and update; the
+// Decision fields are computed by the caller with tally's own limiter code
+// from the state the script read, so they are tally's by construction.
+#pragma once
+
+#include <string_view>
+
+namespace tally::redis::detail {
+
+// Shared helpers: base-2^16 digits of x < 2^53, x * y as eight digits, and
+// the sign of x1*y1 - x2*y2.
+inline constexpr std::string_view lua_prelude = R"lua(
+-- Redis 3.2-4 need effects replication switched on before a write that
+-- follows TIME; Redis 5+ always replicate effects (7 names its version).
+if not redis.REDIS_VERSION_NUM and redis.replicate_commands then pcall(redis.replicate_commands) end
+local P = 4294967296
+local function digits(x)
+  local d = {}
+  for i = 1, 4 do
+    local r = x % 65536
+    d[i] = r
+    x = (x - r) / 65536
+  end
+  return d
+end
+local function mul(x, y)
+  local a, b, c = digits(x), digits(y), {0, 0, 0, 0, 0, 0, 0, 0}
+  for i = 1, 4 do
+    for j = 1, 4 do c[i + j - 1] = c[i + j - 1] + a[i] * b[j] end
+  end
+  local carry = 0
+  for k = 1, 8 do
+    local v = c[k] + carry
+    local r = v % 65536
+    c[k] = r
+    carry = (v - r) / 65536
+  end
+  return c
+end
+local function cmpmul(x1, y1, x2, y2)
+  local a, b = mul(x1, y1), mul(x2, y2)
+  for k = 8, 1, -1 do
+    if a[k] ~= b[k] then return a[k] < b[k] and -1 or 1 end
+  end
+  return 0
+end
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function fmt(x) return string.format('%.0f', x) end
+-- Integers below 10^14 concatenate exactly ("%.14g"), without string.format.
+local function ttl(ms)
+  if ms > 99999999999999 then ms = 99999999999999 end
+  return ms
+end
+)lua";
+
+// GCRA over #KEYS keys. ARGV[1] is the mode:
+//   's' / 'c': all or nothing over the keys (limits), six arguments per key;
+//   'S' / 'C': each key decided and charged on its own (a batch), one set of
+//              six arguments for all keys;
+// with 's'/'S' reading Redis TIME and 'c'/'C' taking the caller's index.
+// The six arguments: cap, cost, x, y, ms_per_unit, lead_ms, where
+//   Redis time: x/y = 1000 * limit / window_ns in lowest terms (x * y <
+//        2^53), so index(t) = floor(u * x / y) for u = TIME in microseconds;
+//   caller's time: x, y = the high and low 32 bits of index(now), and
+//        lead_ms = now - time_of(index(now)) in milliseconds.
+// TTL: time_of(next) - now <= (next - index(now)) * T - lead + 1 ns, so
+// floor((next - index(now)) * ms_per_unit - lead_ms) + 2 ms covers it
+// (doubles err by far less than the 1 ms margin) and exceeds it by < 2 ms.
+// State: "g1:<hi>:<lo>", the TAT grid index. Reply: {all_ok, u, then per
+// key tat_hi, tat_lo, ok}, the TAT as read.
+inline constexpr std::string_view lua_gcra = R"lua(
+local mode = ARGV[1]
+local server = mode == 's' or mode == 'S'
+local batch = mode == 'S' or mode == 'C'
+local u = 0
+if server then u = now_us() end
+local out, plan, all, at = {0, u}, {}, true, 2
+local function write(i, bh, bl, cost, debt, ms, lead)
+  local xh, xl = bh, bl + cost
+  if xl >= P then
+    local k = math.floor(xl / P)
+    xl = xl - k * P
+    xh = xh + k
+  end
+  local state = 'g1:' .. xh .. ':' .. xl
+  redis.call('SET', KEYS[i], state, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
+  return state
+end
+-- A batch reads every key with one MGET. MGET answers nil both for a missing
+-- key and for a key of another type: EXISTS tells them apart (one more call,
+-- and one per nil key only when some nil key exists). `seen` holds what this
+-- call wrote, for keys that repeat within the batch.
+local vals, seen = nil, {}
+if batch then
+  vals = redis.call('MGET', unpack(KEYS))
+  local nils = {}
+  for i = 1, #KEYS do
+    if not vals[i] then nils[#nils + 1] = i end
+  end
+  if #nils > 0 then
+    local names = {}
+    for j = 1, #nils do names[j] = KEYS[nils[j]] end
+    if redis.call('EXISTS', unpack(names)) > 0 then
+      for j = 1, #nils do
+        if redis.call('EXISTS', KEYS[nils[j]]) == 1 then vals[nils[j]] = {} end
+      end
+    end
+  end
+end
+local cap, cost, x, y, ms, lead, nh, nl
+for i = 1, #KEYS do
+  if i == 1 or not batch then
+    local o = batch and 1 or 1 + (i - 1) * 6
+    cap, cost = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+    x, y, ms, lead = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+    nh, nl = x, y
+    if server then
+      local r = math.fmod(u, y)
+      local rx = r * x
+      local ry = math.fmod(rx, y)
+      lead = ry / x / 1000
+      local f = (rx - ry) / y
+      local q = (u - r) / y
+      if q * x < 4503599627370496 then
+        local n = q * x + f
+        nl = math.fmod(n, P)
+        nh = (n - nl) / P
+      else
+        local c = mul(q, x)
+        nh = c[4] * 65536 + c[3]
+        nl = c[2] * 65536 + c[1] + f
+        if nl >= P then
+          local k = math.floor(nl / P)
+          nl = nl - k * P
+          nh = nh + k
+        end
+      end
+    end
+  end
+  local v
+  if batch then
+    v = seen[KEYS[i]]
+    if v == nil then v = vals[i] end
+  else
+    v = redis.pcall('GET', KEYS[i])
+  end
+  local th, tl, bad = 0, 0, nil
+  if type(v) == 'table' then
+    bad = 'holds a non-string value'
+  elseif v then
+    local h, l = string.match(v, '^g1:(%d+):(%d+)$')
+    if not h then
+      bad = 'holds a string tally did not write'
+    else
+      th, tl = tonumber(h), tonumber(l)
+      if th >= P or tl >= P then bad = 'holds an out-of-range state' end
+    end
+  end
+  if bad and not batch then return redis.error_reply('TALLYFOREIGN ' .. i .. ' ' .. bad) end
+  if bad then
+    -- A batch goes on: this key's entry says "foreign" (ok = 2).
+    all = false
+    out[at + 1] = 0
+    out[at + 2] = 0
+    out[at + 3] = 2
+    at = at + 3
+  else
+  local level, bh, bl, debt = cap, nh, nl, 0
+  if th > nh or (th == nh and tl > nl) then
+    local dh, dl = th - nh, tl - nl
+    if dl < 0 then
+      dl = dl + P
+      dh = dh - 1
+    end
+    bh, bl = th, tl
+    if dh >= 512 then
+      level = 0
+    else
+      debt = dh * P + dl
+      if debt >= cap then level = 0 else level = cap - debt end
+    end
+  end
+  local avail = level
+  local rh = P - 1 - bh
+  if rh < 512 then
+    local room = rh * P + (P - 1 - bl)
+    if room < avail then avail = room end
+  end
+  local ok = cost <= avail
+  if not ok then all = false end
+  if batch then
+    if ok and cost > 0 then seen[KEYS[i]] = write(i, bh, bl, cost, debt, ms, lead) end
+  else
+    plan[i] = {bh, bl, cost, debt, ms, lead}
+  end
+  out[at + 1] = th
+  out[at + 2] = tl
+  out[at + 3] = ok and 1 or 0
+  at = at + 3
+  end
+end
+if all then
+  out[1] = 1
+  if not batch then
+    for i = 1, #KEYS do
+      local p = plan[i]
+      if p[3] > 0 then write(i, p[1], p[2], p[3], p[4], p[5], p[6]) end
+    end
+  end
+end
+return out
+)lua";
+
+// Sliding-window counter ring, one key.
+// ARGV: mode ('s' or 'c'), slots S, limit, cost, bucket_ns w, x, y, g where
+//   's': x/y = 1000 / w in lowest terms (x * y < 2^53), g = w / y; bucket
+//        b = floor(u * x / y), elapsed e = g * ((u mod y) * x mod y);
+//   'c': x = b, y = e, computed by the caller.
+// State: "w1:<w>:<newest>:<c_0>,...,<c_{S-1}>", c_p the count of the bucket
+// at ring position p = bucket mod S; written when the ring rolls or is
+// charged. Reply: {ok, u, newest, c_0..c_{S-1}}
+// as read (before the ring advanced).
+inline constexpr std::string_view lua_sliding = R"lua(
+local S, limit, cost, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local x, y, g = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local u, b, e = 0, x, y
+if ARGV[1] == 's' then
+  u = now_us()
+  local r = math.fmod(u, y)
+  local rx = r * x
+  local f = math.fmod(rx, y)
+  b = (u - r) / y * x + (rx - f) / y
+  e = g * f
+end
+local key = KEYS[1]
+local v = redis.pcall('GET', key)
+if type(v) == 'table' then return redis.error_reply('TALLYFOREIGN 1 holds a non-string value') end
+local newest, c = 0, {}
+for i = 1, S do c[i] = 0 end
+if v then
+  local sw, sn, list = string.match(v, '^w1:(%d+):(%d+):([%d,]+)$')
+  if not sw or tonumber(sw) ~= w then return redis.error_reply('TALLYFOREIGN 1 holds a string tally did not write with this bucket width') end
+  newest = tonumber(sn)
+  local n = 0
+  for d in string.gmatch(list, '%d+') do
+    n = n + 1
+    if n > S then break end
+    c[n] = tonumber(d)
+    if c[n] >= 9007199254740992 then n = S + 1 break end
+  end
+  if n ~= S or newest >= 9007199254740992 then return redis.error_reply('TALLYFOREIGN 1 holds a ring of another size') end
+end
+local out = {0, u, newest}
+for i = 1, S do out[3 + i] = c[i] end
+if b < newest then
+  b = newest
+  e = 0
+end
+local changed = false
+if b > newest then
+  changed = true
+  local d = b - newest
+  if d >= S then
+    for i = 1, S do c[i] = 0 end
+  else
+    for k = 1, d do c[math.fmod(newest + k, S) + 1] = 0 end
+  end
+  newest = b
+end
+local total = 0
+for i = 1, S do total = total + c[i] end
+local oldest = c[math.fmod(newest + 1, S) + 1]
+local rest = total - oldest
+local ok = cost == 0
+if not ok and cost <= limit and rest <= limit - cost then
+  local room = limit - cost - rest
+  ok = oldest <= room or cmpmul(oldest, w - e, room, w) <= 0
+end
+if ok then
+  out[1] = 1
+  if cost > 0 then
+    local p = math.fmod(newest, S) + 1
+    c[p] = c[p] + cost
+    changed = true
+  end
+end
+-- A roll is written too (even on a denial or a peek), as tally's ring does:
+-- a later request from behind the new newest bucket is then read at its start.
+if changed then
+  local parts = {}
+  for i = 1, S do parts[i] = fmt(c[i]) end
+  redis.call('SET', key, 'w1:' .. fmt(w) .. ':' .. fmt(newest) .. ':' .. table.concat(parts, ','),
+             'PX', ttl(math.floor((S * w - e) / 1000000) + 2))
+end
+return out
+)lua";
+
+}  // namespace tally::redis::detail

@@ -1,0 +1,224 @@
+// tests/redis_server.hpp: a real redis-server for tests and benchmarks, on a
+// free 127.0.0.1 port in a temporary directory, no persistence. It can be
+// stopped (SIGSTOP), continued, killed and restarted on the same port. Every
+// wait is bounded in time and in iterations; the child dies with the test
+// (PR_SET_PDEATHSIG) and the destructor always reaps it.
+//
+// Skipping: where no redis-server binary exists, redis_server_binary()
+// returns empty and the caller skips with one line; where in_ci() holds it
+// fails instead.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace tally_test {
+
+/// Path of redis-server (PATH, then /usr/bin, /usr/sbin, /usr/local/bin), or "".
+inline std::string redis_server_binary() {
+    std::vector<std::string> dirs;
+    if (const char* path = std::getenv("PATH")) {
+        std::string_view rest(path);
+        while (!rest.empty()) {
+            const auto colon = rest.find(':');
+            dirs.emplace_back(rest.substr(0, colon));
+            if (colon == std::string_view::npos) break;
+            rest.remove_prefix(colon + 1);
+        }
+    }
+    for (const char* d : {"/usr/bin", "/usr/sbin", "/usr/local/bin"}) dirs.emplace_back(d);
+    for (const auto& d : dirs) {
+        if (d.empty()) continue;
+        const std::string candidate = d + "/redis-server";
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    return {};
+}
+
+/// True where a missing redis-server is a failure rather than a skip: CI=true
+/// (set by CI services) or TALLY_REQUIRE_REDIS=1 (set by scripts/deps.sh,
+/// which installs redis-server).
+inline bool in_ci() {
+    for (const char* name : {"CI", "TALLY_REQUIRE_REDIS"}) {
+        const char* v = std::getenv(name);
+        if (v != nullptr && (std::string_view(v) == "true" || std::string_view(v) == "1")) return true;
+    }
+    return false;
+}
+
+/// A free TCP port on 127.0.0.1 (bound once, then released).
+inline int free_loopback_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) throw std::runtime_error("socket() failed");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        ::close(fd);
+        throw std::runtime_error("bind/getsockname failed");
+    }
+    const int port = ntohs(addr.sin_port);
+    ::close(fd);
+    return port;
+}
+
+/// One PING over a fresh connection with a 200 ms receive timeout.
+inline bool redis_pings(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    timeval tv{};
+    tv.tv_usec = 200'000;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    bool ok = false;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
+        char buf[8] = {};
+        std::size_t got = 0;
+        for (int i = 0; i < 8 && got < 7; ++i) {
+            const ssize_t n = ::recv(fd, buf + got, 7 - got, 0);
+            if (n <= 0) break;
+            got += static_cast<std::size_t>(n);
+        }
+        ok = got == 7 && std::memcmp(buf, "+PONG\r\n", 7) == 0;
+    }
+    ::close(fd);
+    return ok;
+}
+
+/// Owns a redis-server child process and its temporary directory.
+class RedisServer {
+  public:
+    explicit RedisServer(std::string binary, std::vector<std::string> extra_args = {})
+        : binary_(std::move(binary)), extra_(std::move(extra_args)) {
+        char tmpl[] = "/tmp/tally-redis-XXXXXX";
+        if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+        dir_ = tmpl;
+        // A port can be taken between our probe and the server's bind: try a few.
+        for (int attempt = 0; attempt < 5; ++attempt) {
+            port_ = free_loopback_port();
+            if (try_start()) return;
+        }
+        cleanup();
+        throw std::runtime_error("redis-server did not start; see its log in " + dir_);
+    }
+    RedisServer(const RedisServer&) = delete;
+    RedisServer& operator=(const RedisServer&) = delete;
+    ~RedisServer() { cleanup(); }
+
+    [[nodiscard]] int port() const noexcept { return port_; }
+    [[nodiscard]] const std::string& dir() const noexcept { return dir_; }
+    [[nodiscard]] std::string unix_socket() const { return dir_ + "/redis.sock"; }
+    [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
+
+    void pause() { signal(SIGSTOP); }   ///< SIGSTOP: connections stay open, nothing answers
+    void resume() { signal(SIGCONT); }  ///< SIGCONT
+    /// SIGKILL and reap (no graceful shutdown).
+    void kill() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+        pid_ = -1;
+    }
+    /// Start again on the same port (after kill()); throws if it cannot.
+    void restart() {
+        kill();
+        for (int attempt = 0; attempt < 50; ++attempt) {  // the port may linger briefly
+            if (try_start()) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        throw std::runtime_error("redis-server did not restart on port " + std::to_string(port_));
+    }
+
+  private:
+    void signal(int sig) {
+        if (pid_ > 0) ::kill(pid_, sig);
+    }
+    bool try_start() {
+        const std::string port = std::to_string(port_);
+        const std::string log = dir_ + "/redis.log";
+        const std::string sock = unix_socket();
+        std::vector<std::string> args = {binary_,     "--port",       port,          "--bind",        "127.0.0.1",
+                                         "--save",    "",             "--appendonly", "no",           "--daemonize",
+                                         "no",        "--dir",        dir_,          "--unixsocket", sock,
+                                         "--unixsocketperm", "700"};
+        for (const auto& a : extra_) args.push_back(a);
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        pid_ = ::fork();
+        if (pid_ < 0) throw std::runtime_error("fork failed");
+        if (pid_ == 0) {
+#if defined(__linux__)
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
+#endif
+            std::FILE* f = std::freopen(log.c_str(), "a", stdout);
+            (void)f;
+            ::dup2(STDOUT_FILENO, STDERR_FILENO);
+            ::execv(binary_.c_str(), argv.data());
+            std::_Exit(127);
+        }
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        for (int i = 0; i < 1000 && std::chrono::steady_clock::now() < deadline; ++i) {
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                return false;  // exited (port taken?)
+            }
+            if (redis_pings(port_)) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        kill();
+        return false;
+    }
+    void cleanup() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGCONT);
+            ::kill(pid_, SIGTERM);
+            int status = 0;
+            bool reaped = false;
+            for (int i = 0; i < 200 && !reaped; ++i) {
+                reaped = ::waitpid(pid_, &status, WNOHANG) == pid_;
+                if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            if (!reaped) kill();
+            pid_ = -1;
+        }
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+
+    std::string binary_;
+    std::vector<std::string> extra_;
+    std::string dir_;
+    int port_ = 0;
+    pid_t pid_ = -1;
+};
+
+}  // namespace tally_test

@@ -1,0 +1,524 @@
+// tally::redis against a real redis-server started on a free loopback port:
+// decision identity with tally::Gcra and tally::SlidingWindowLimiter over
+// random operations, Redis server time, pipelined batches, all-or-nothing
+// multi-limit calls under concurrency, TTLs, keys, refused quotas and
+// hostile replies. Faults (SIGSTOP, kill, SCRIPT FLUSH) are in
+// test_redis_faults.cpp.
+#include <tally/redis.hpp>
+#include <tally/limit/gcra.hpp>
+#include <tally/limit/sliding_window.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "catch.hpp"
+#include "redis_test_support.hpp"
+#include "test_support.hpp"
+
+using tally::Decision;
+using tally::Quota;
+using tally::redis::Reply;
+
+namespace {
+
+constexpr std::uint64_t kSecond = 1'000'000'000;
+constexpr std::uint64_t kMax = ~std::uint64_t{0};
+
+std::string show(const Decision& d) {
+    return std::string(d.allowed ? "allowed" : "denied") + " remaining " + std::to_string(d.remaining) + " retry " +
+           std::to_string(d.retry_after_ns) + " reset " + std::to_string(d.reset_after_ns) +
+           (d.degraded ? " DEGRADED" : "");
+}
+
+// Redis TIME in microseconds.
+std::uint64_t server_us(tally::redis::Client& c) {
+    const Reply r = tally_test::must(c.command({"TIME"}));
+    REQUIRE(r.type == Reply::Type::array);
+    REQUIRE(r.elements.size() == 2);
+    return std::stoull(r.elements[0].str) * 1'000'000 + std::stoull(r.elements[1].str);
+}
+
+// Quotas whose emission interval is at least 60 s: a key's TTL (its time to
+// full replenishment, counted by Redis in real time) then outlives the test,
+// so replaying caller-supplied times faster than real time stays comparable.
+std::vector<Quota> slow_quotas() {
+    return {Quota::per_minute(1),  Quota::per_hour(6),                 Quota::per_hour(7).with_burst(3),
+            Quota::per_day(360),   Quota::per_day(1000).with_burst(40), Quota{3, 370 * kSecond + 11, 5},
+            Quota{1, 100 * kSecond, 1}, Quota{13, 800 * kSecond + 5000, 0}, Quota::per_day(7).with_burst(100)};
+}
+
+// The TAT grid index stored under a GCRA key.
+std::uint64_t stored_tat(tally::redis::Client& c, const std::string& key) {
+    const Reply r = tally_test::must(c.command({"GET", key}));
+    REQUIRE(r.type == Reply::Type::string);
+    const auto a = r.str.find(':'), b = r.str.rfind(':');
+    REQUIRE(r.str.substr(0, a) == "g1");
+    return (std::stoull(r.str.substr(a + 1, b - a - 1)) << 32) | std::stoull(r.str.substr(b + 1));
+}
+
+}  // namespace
+
+TEST_CASE("redis GcraLimiter: refused quotas, keys and sizes, without a server", "[redis]") {
+    // No connection needed to validate: a Client on a port nobody listens on.
+    tally::redis::Options o;
+    o.connect_timeout = std::chrono::milliseconds{20};
+    auto client = tally::redis::Client::connect("127.0.0.1", tally_test::free_loopback_port(), o);
+    CHECK_FALSE(client.connected());
+    CHECK(client.last_error().find("connect to 127.0.0.1:") == 0);
+    CHECK_THROWS_WITH(tally::redis::GcraLimiter(client, Quota{1, std::uint64_t{1} << 62}),
+                      "tally::redis::GcraLimiter: quota limit 1 per window_ns 4611686018427387904 is out of range: "
+                      "limit / window per microsecond in lowest terms is 125/576460752303423488, and numerator x "
+                      "denominator must be below 2^53 for the Redis script to stay exact (Lua numbers are doubles); "
+                      "a window of whole microseconds with a round limit fits");
+    CHECK_THROWS_WITH(tally::redis::GcraLimiter(client, Quota{0, kSecond}),
+                      "tally::redis::GcraLimiter: limit 0 is out of range [1, 1000000000]");
+    // The extremes Quota allows and the script handles.
+    CHECK_NOTHROW(tally::redis::GcraLimiter(client, Quota{1, 1}));
+    CHECK_NOTHROW(tally::redis::GcraLimiter(client, Quota{std::uint64_t{1} << 40, std::uint64_t{1} << 40}));
+    CHECK_NOTHROW(tally::redis::GcraLimiter(
+        client, Quota{std::uint64_t{1} << 40, std::uint64_t{1} << 62, std::uint64_t{1} << 40}));
+    CHECK_THROWS_WITH(tally::redis::SlidingWindowLimiter<11>(client, Quota{1, 10'000}),
+                      "tally::redis::SlidingWindowLimiter: bucket_ns (window_ns / (Slots - 1), rounded up) 1000 is "
+                      "out of range [2048, 9007199254740992)");
+
+    tally::redis::GcraLimiter g(client, Quota::per_second(10));
+    const std::string long_key(tally::redis::max_key_bytes + 1, 'k');
+    CHECK_THROWS_WITH(g.try_acquire(long_key),
+                      "tally::redis::GcraLimiter: key length 1025 is out of range [0, 1024]");
+    std::vector<std::string_view> keys{"a", "b"};
+    std::vector<Decision> out(1, Decision{false, 0, 0, 0});
+    CHECK_THROWS_WITH(g.try_acquire_batch(keys, out),
+                      "tally::redis::GcraLimiter::try_acquire_batch: keys.size() 2 != out.size() 1");
+    const tally::redis::Limit same[2] = {{"k", Quota::per_second(1), 1}, {"k", Quota::per_second(2), 1}};
+    CHECK_THROWS_WITH(g.try_acquire_all(same),
+                      "tally::redis::GcraLimiter::try_acquire_all: limits 0 and 1 name the same key (each key may "
+                      "appear once)");
+    CHECK_THROWS_WITH(g.try_acquire_all({}),
+                      "tally::redis::GcraLimiter::try_acquire_all: number of limits 0 is out of range [1, 64]");
+
+    // Unreachable server: a degraded decision from the fail mode, counted.
+    const Decision d = g.try_acquire("k");
+    CHECK(d == Decision{false, 0, 50'000'000, 0, true});
+    CHECK(g.degraded_count() == 1);
+    CHECK(g.last_error().find("connect to 127.0.0.1:") == 0);
+}
+
+TEST_CASE("redis protocol: hostile and inconsistent replies are refused", "[redis]") {
+    const tally::redis::protocol::GcraParams p(Quota::per_second(10), "test");
+    const tally::redis::protocol::GcraParams* ps[1] = {&p};
+    const std::uint64_t costs[1] = {1};
+    const std::string_view keys[1] = {"user\n1"};
+    auto integer = [](long long v) {
+        Reply r;
+        r.type = Reply::Type::integer;
+        r.integer = v;
+        return r;
+    };
+    auto array = [](std::vector<Reply> e) {
+        Reply r;
+        r.type = Reply::Type::array;
+        r.elements = std::move(e);
+        return r;
+    };
+    using tally::redis::protocol::gcra_decode;
+    const std::uint64_t now = 5 * kSecond;
+    // A good reply: fresh key, admitted.
+    const auto good = gcra_decode(array({integer(1), integer(0), integer(0), integer(0), integer(1)}), ps, costs, now, keys);
+    REQUIRE(good.ok);
+    tally::Gcra local(Quota::per_second(10));
+    CHECK(good.decision == local.try_acquire(now));
+    // Truncated, wrong types, out-of-range halves, inconsistent admission bits.
+    for (const Reply& bad :
+         {array({integer(1), integer(0), integer(0), integer(0)}), array({}), integer(1), Reply{},
+          array({integer(1), integer(0), integer(0), integer(1LL << 32), integer(1)}),
+          array({integer(2), integer(0), integer(0), integer(0), integer(1)}),
+          array({integer(1), integer(0), integer(0), integer(-1), integer(1)}),
+          array({integer(1), integer(7), integer(0), integer(0), integer(1)}),           // time in caller mode
+          array({integer(0), integer(0), integer(0), integer(0), integer(1)}),           // all 0 but ok 1
+          array({integer(1), integer(0), integer(0xffffffff), integer(0), integer(1)})}) {  // debt says deny
+        const auto o = gcra_decode(bad, ps, costs, now, keys);
+        CHECK_FALSE(o.ok);
+        CHECK_FALSE(o.error.empty());
+    }
+    Reply err;
+    err.type = Reply::Type::error;
+    err.str = "ERR user_script:1: TALLYFOREIGN 1 holds a string tally did not write";
+    const auto foreign = gcra_decode(err, ps, costs, now, keys);
+    CHECK_FALSE(foreign.ok);
+    CHECK(foreign.error == "foreign value: key \"user?1\" holds a string tally did not write (not a tally state; "
+                           "delete it or change Options::key_prefix)");
+}
+
+TEST_CASE("redis GcraLimiter: 10^5 random operations decide exactly as tally::Gcra", "[redis][big]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "diff:gcra:";
+    const auto quotas = slow_quotas();
+    tally::redis::GcraLimiter limiter(client, quotas[0], o);
+    tally::test::Rng rng(20261130);
+    constexpr std::size_t kKeys = 40;
+    struct Key {
+        std::string name;
+        Quota quota;
+        tally::Gcra local;
+        std::uint64_t now;
+    };
+    std::vector<Key> keys;
+    for (std::size_t i = 0; i < kKeys; ++i) {
+        const Quota q = quotas[i % quotas.size()];
+        // Start times: today's clock, and near both ends of the 64-bit clock.
+        const std::uint64_t start = i % 8 == 0 ? rng.below(1000 * kSecond)
+                                    : i % 8 == 1 ? kMax - rng.below(q.window_ns * (q.capacity() + 2))
+                                                 : 1'764'000'000 * kSecond + rng.below(kSecond);
+        std::string name = "k" + std::to_string(i);
+        name.push_back('\0');
+        name += "\xff\r\n";
+        keys.push_back(Key{name, q, tally::Gcra(q), start});
+    }
+    const std::size_t ops = tally::test::big(100'000, 10'000);
+    std::size_t allowed = 0, denied = 0;
+    for (std::size_t op = 0; op < ops; ++op) {
+        Key& k = keys[rng.below(kKeys)];
+        const std::uint64_t T = k.quota.window_ns / k.quota.limit;
+        // Mostly forward in steps around the emission interval, sometimes backwards.
+        const std::uint64_t step = rng.below(3 * T + 1);
+        if (rng.below(10) == 0)
+            k.now = k.now > step ? k.now - step : 0;
+        else
+            k.now = k.now > kMax - step ? kMax : k.now + step;
+        const std::uint64_t cap = k.quota.capacity();
+        const std::uint64_t cost = rng.below(20) == 0 ? cap + 1 : rng.below(8) == 0 ? 0 : 1 + rng.below(cap < 3 ? cap : 3);
+        const Decision want = k.local.try_acquire(k.now, cost);
+        const Decision got = limiter.try_acquire_at(k.name, k.quota, k.now, cost);
+        if (got != want) {
+            INFO("op " << op << " key " << k.name.substr(0, 3) << " quota " << k.quota.limit << "/" << k.quota.window_ns
+                       << " burst " << k.quota.burst << " now " << k.now << " cost " << cost << " want " << show(want)
+                       << " got " << show(got) << " error " << limiter.last_error());
+            REQUIRE(got == want);
+        }
+        (want.allowed ? allowed : denied)++;
+    }
+    CHECK(allowed > ops / 4);
+    CHECK(denied > ops / 20);
+    CHECK(limiter.degraded_count() == 0);
+}
+
+TEST_CASE("redis GcraLimiter: exact at the extremes of Quota and of the clock", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "extreme:";
+    const std::uint64_t big = std::uint64_t{1} << 40;
+    for (const Quota q : {Quota{1, 1}, Quota{big, big}, Quota{big, std::uint64_t{1} << 62, big}, Quota{1, 1, big},
+                          Quota{1'000'000'000'000, 4'000'000'000'000'000'000, 3}}) {
+        tally::redis::GcraLimiter limiter(client, q, o);
+        const std::string key = std::to_string(q.limit) + "/" + std::to_string(q.window_ns);
+        for (const std::uint64_t start : {std::uint64_t{0}, kMax - (std::uint64_t{1} << 42), kMax - 5, kMax}) {
+            tally::Gcra local(q);
+            const std::string k = key + "@" + std::to_string(start);
+            // Big costs keep the debt (and the key's TTL) long.
+            const std::uint64_t cap = q.capacity();
+            const std::uint64_t costs[] = {cap, 1, cap / 2 + 1, 0, cap + 1, cap / 3, 2, cap};
+            std::uint64_t now = start;
+            for (std::size_t i = 0; i < 8; ++i) {
+                const Decision want = local.try_acquire(now, costs[i]);
+                const Decision got = limiter.try_acquire_at(k, now, costs[i]);
+                INFO("quota " << q.limit << "/" << q.window_ns << " burst " << q.burst << " now " << now << " cost "
+                              << costs[i] << " want " << show(want) << " got " << show(got));
+                REQUIRE(got == want);
+                now = now > kMax - 3 ? kMax : now + 3;
+            }
+        }
+    }
+}
+
+TEST_CASE("redis GcraLimiter: Redis TIME is read exactly on tally's grid", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "servertime:";
+    int k = 0;
+    for (const Quota q : {Quota::per_second(7), Quota::per_minute(1000).with_burst(999), Quota{3, 1'000'001'000, 2},
+                          Quota{1, 1}, Quota{std::uint64_t{1} << 40, std::uint64_t{1} << 40}, Quota::per_day(977)}) {
+        tally::redis::GcraLimiter limiter(client, q, o);
+        const std::string key = "q" + std::to_string(k++);
+        const std::uint64_t cost = std::max<std::uint64_t>(1, q.capacity() / 2);
+        // Two calls; each must equal tally::Gcra's decision at some microsecond
+        // between the TIME read before and after it.
+        tally::Gcra local(q);
+        for (int call = 0; call < 2; ++call) {
+            const std::uint64_t before = server_us(client);
+            const Decision got = limiter.try_acquire(key, cost);
+            const std::uint64_t after = server_us(client);
+            REQUIRE(after >= before);
+            REQUIRE(after - before < 2'000'000);
+            const std::uint64_t tat = stored_tat(client, o.key_prefix + key);
+            bool found = false;
+            for (std::uint64_t u = before; u <= after && !found; ++u) {
+                tally::Gcra trial = local;
+                if (trial.try_acquire(u * 1000, cost) == got && trial.state().tat == tat) {
+                    found = true;
+                    local = trial;
+                }
+            }
+            INFO("quota " << q.limit << "/" << q.window_ns << " got " << show(got));
+            CHECK(found);
+            CHECK(got.allowed);
+        }
+    }
+}
+
+TEST_CASE("redis GcraLimiter: pipelined batches decide as one call per key, in one round trip", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "batch:";
+    const Quota q = Quota::per_hour(20).with_burst(5);
+    tally::redis::GcraLimiter limiter(client, q, o);
+    std::vector<std::string> names;
+    for (int i = 0; i < 64; ++i) names.push_back("user:" + std::to_string(i % 16));  // repeats within a batch
+    std::vector<std::string_view> keys(names.begin(), names.end());
+    std::unordered_map<std::string, tally::Gcra> local;
+    std::vector<Decision> out(keys.size(), Decision{false, 0, 0, 0});
+    std::uint64_t now = 1'000 * kSecond;
+    REQUIRE(limiter.try_acquire_at("warm-up", now, 0).allowed);  // loads the script: one more round trip
+    for (int round = 0; round < 4; ++round) {
+        const std::uint64_t trips = client.round_trips();
+        limiter.try_acquire_batch_at(keys, out, now, 2);
+        CHECK(client.round_trips() - trips == 1);
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            auto it = local.try_emplace(names[i], q).first;
+            CHECK(out[i] == it->second.try_acquire(now, 2));
+        }
+        now += 200 * kSecond;
+    }
+    // Server time: every key admitted exactly once at full burst, then denied.
+    std::vector<std::string_view> fresh{"fresh:a", "fresh:b", "fresh:c"};
+    std::vector<Decision> d(3, Decision{false, 0, 0, 0});
+    limiter.try_acquire_batch(fresh, d, 5);
+    for (const auto& x : d) CHECK((x.allowed && x.remaining == 0 && !x.degraded));
+    limiter.try_acquire_batch(fresh, d, 5);
+    for (const auto& x : d) CHECK((!x.allowed && x.retry_after_ns > 0));
+}
+
+TEST_CASE("redis GcraLimiter: per-call quotas (tiers) share one limiter", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "tiers:";
+    const Quota free_tier = Quota::per_hour(3), paid = Quota::per_hour(100);
+    tally::redis::GcraLimiter limiter(client, free_tier, o);
+    int free_ok = 0, paid_ok = 0;
+    for (int i = 0; i < 10; ++i) {
+        free_ok += limiter.try_acquire("free-user").allowed;
+        paid_ok += limiter.try_acquire("paid-user", paid).allowed;
+    }
+    CHECK(free_ok == 3);
+    CHECK(paid_ok == 10);
+}
+
+TEST_CASE("redis GcraLimiter: N clients on one key never admit more than one Gcra", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto admin = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "threads:";
+    const Quota q = Quota::per_second(200).with_burst(20);
+    constexpr int kThreads = 4;
+    std::atomic<std::uint64_t> admitted{0}, degraded{0};
+    const std::uint64_t start_us = server_us(admin);
+    std::vector<std::thread> threads;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(tally::test::small_tests ? 300 : 700);
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&] {
+            auto client = tally_test::connect(server);
+            tally::redis::GcraLimiter limiter(client, q, o);
+            for (int i = 0; i < 100'000 && std::chrono::steady_clock::now() < until; ++i) {
+                const Decision d = limiter.try_acquire("hot");
+                admitted += d.allowed && !d.degraded;
+                degraded += d.degraded;
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    const std::uint64_t end_us = server_us(admin);
+    // One Gcra over [start, end]: at most burst + index(end) - index(start).
+    const tally::detail::EmissionGrid grid(q);
+    const std::uint64_t bound = q.capacity() + grid.index(end_us * 1000) - grid.index(start_us * 1000);
+    INFO("admitted " << admitted << " bound " << bound);
+    CHECK(degraded == 0);
+    CHECK(admitted <= bound);
+    CHECK(admitted >= bound / 2);  // and the limit is actually used
+}
+
+TEST_CASE("redis GcraLimiter: several limits, all or nothing", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "multi:";
+    const Quota user_q = Quota::per_hour(5), tenant_q = Quota::per_hour(12), global_q = Quota::per_hour(1000);
+    tally::redis::GcraLimiter limiter(client, global_q, o);
+
+    SECTION("a denied limit charges none; the Decision is the tightest") {
+        const std::uint64_t now = 500 * kSecond;
+        tally::Gcra u(user_q), t(Quota::per_hour(2)), g(global_q);
+        const tally::redis::Limit limits[3] = {{"u:1", user_q, 1}, {"t:1", Quota::per_hour(2), 1}, {"g", global_q, 1}};
+        for (int i = 0; i < 4; ++i) {
+            const Decision d = limiter.try_acquire_all_at(limits, now);
+            // Local oracle: admit iff all admit; charge all or none.
+            auto cu = u, ct = t, cg = g;
+            const Decision du = cu.try_acquire(now), dt = ct.try_acquire(now), dg = cg.try_acquire(now);
+            const bool all = du.allowed && dt.allowed && dg.allowed;
+            if (all) {
+                u = cu;
+                t = ct;
+                g = cg;
+                CHECK(d == Decision{true, std::min({du.remaining, dt.remaining, dg.remaining}), 0,
+                                    std::max({du.reset_after_ns, dt.reset_after_ns, dg.reset_after_ns})});
+            } else {
+                const Decision pu = u.try_acquire(now, 0), pt = t.try_acquire(now, 0), pg = g.try_acquire(now, 0);
+                std::uint64_t retry = 0;
+                for (const Decision& x : {du, dt, dg})
+                    if (!x.allowed) retry = std::max(retry, x.retry_after_ns);
+                CHECK(d == Decision{false, std::min({pu.remaining, pt.remaining, pg.remaining}), retry,
+                                    std::max({pu.reset_after_ns, pt.reset_after_ns, pg.reset_after_ns})});
+            }
+            CHECK(d.allowed == (i < 2));
+        }
+        // The user and global keys were charged twice, not four times.
+        CHECK(limiter.try_acquire_at("u:1", user_q, now, 0).remaining == 3);
+        CHECK(limiter.try_acquire_at("g", global_q, now, 0).remaining == 998);
+    }
+
+    SECTION("under concurrency no limit is charged by a denied call") {
+        constexpr int kThreads = 4;
+        std::atomic<int> per_user[kThreads] = {};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&, t] {
+                auto c = tally_test::connect(server);
+                tally::redis::GcraLimiter l(c, global_q, o);
+                const std::string user = "cu:" + std::to_string(t);
+                const tally::redis::Limit limits[3] = {{user, user_q, 1}, {"ct", tenant_q, 1}, {"cg", global_q, 1}};
+                for (int i = 0; i < 40; ++i) {
+                    const Decision d = l.try_acquire_all(limits);
+                    REQUIRE_FALSE(d.degraded);
+                    per_user[t] += d.allowed;
+                }
+            });
+        }
+        for (auto& th : threads) th.join();
+        int total = 0;
+        for (int t = 0; t < kThreads; ++t) {
+            CHECK(per_user[t] <= 5);
+            total += per_user[t];
+            // Remaining of the user key = 5 - its admitted calls (a grid tick of
+            // 720 s cannot happen within the test): nothing charged by denials.
+            CHECK(limiter.try_acquire("cu:" + std::to_string(t), user_q, 0).remaining == static_cast<std::uint64_t>(5 - per_user[t]));
+        }
+        CHECK(total == 12);  // the tenant limit binds: 4 users x 5 > 12
+        CHECK(limiter.try_acquire("ct", tenant_q, 0).remaining == 0);
+        CHECK(limiter.try_acquire("cg", global_q, 0).remaining == 1000 - 12);
+    }
+}
+
+TEST_CASE("redis SlidingWindowLimiter: random operations decide exactly as tally::SlidingWindowLimiter", "[redis][big]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "diff:sw:";
+    tally::test::Rng rng(77);
+    const std::size_t ops = tally::test::big(34'000, 4'000);  // per ring size: 10^5 in all
+    auto run = [&](auto slots_tag, const Quota q, const char* name) {
+        constexpr std::size_t S = decltype(slots_tag)::value;
+        tally::redis::SlidingWindowLimiter<S> remote(client, q, o);
+        std::vector<tally::SlidingWindowLimiter<std::uint32_t, S>> local(8, tally::SlidingWindowLimiter<std::uint32_t, S>(q));
+        std::vector<std::uint64_t> now(8);
+        for (std::size_t i = 0; i < 8; ++i) now[i] = i == 0 ? 0 : 1'764'000'000 * kSecond + rng.below(q.window_ns);
+        REQUIRE(remote.bucket_ns() == local[0].bucket_ns());
+        for (std::size_t op = 0; op < ops; ++op) {
+            const std::size_t k = rng.below(8);
+            const std::uint64_t step = rng.below(remote.bucket_ns() / 2 + 1);
+            if (rng.below(12) == 0)
+                now[k] = now[k] > 3 * step ? now[k] - 3 * step : 0;
+            else
+                now[k] += step;
+            const std::uint64_t cost = rng.below(25) == 0 ? q.limit + 1 : rng.below(10) == 0 ? 0 : 1 + rng.below(3);
+            const std::string key = std::string(name) + ":" + std::to_string(k);
+            const Decision want = local[k].try_acquire(now[k], cost);
+            const Decision got = remote.try_acquire_at(key, now[k], cost);
+            if (got != want) {
+                INFO(name << " op " << op << " now " << now[k] << " cost " << cost << " want " << show(want) << " got "
+                          << show(got) << " error " << remote.last_error());
+                REQUIRE(got == want);
+            }
+        }
+        CHECK(remote.degraded_count() == 0);
+    };
+    run(std::integral_constant<std::size_t, 11>{}, Quota::per_minute(50), "s11");
+    run(std::integral_constant<std::size_t, 2>{}, Quota{20, 30 * kSecond + 7}, "s2");
+    run(std::integral_constant<std::size_t, 7>{}, Quota{1000, 3600 * kSecond}, "s7");
+}
+
+TEST_CASE("redis SlidingWindowLimiter: Redis TIME, and the classic two-bucket case", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "sw:";
+    tally::redis::SlidingWindowLimiter<2> l(client, Quota{10, 1000 * kSecond}, o);
+    int ok = 0;
+    for (int i = 0; i < 15; ++i) ok += l.try_acquire("k").allowed;
+    CHECK(ok == 10);
+    const Decision d = l.try_acquire("k");
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after_ns > 0);
+    CHECK(d.remaining == 0);
+    CHECK(l.degraded_count() == 0);
+}
+
+TEST_CASE("redis keys: binary-safe, prefixed, with a TTL of their time to full replenishment", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = std::string("ttl\0:", 5);
+    const Quota q = Quota::per_second(20);  // 50 ms per unit
+    tally::redis::GcraLimiter g(client, q, o);
+    const std::string key("a\0b\r\n", 5);
+    const Decision d = g.try_acquire(key, 4);  // 200 ms to full replenishment
+    REQUIRE(d.allowed);
+    const std::string full = o.key_prefix + key;
+    CHECK(tally_test::must(client.command({"EXISTS", full})).integer == 1);
+    CHECK(tally_test::must(client.command({"EXISTS", "a"})).integer == 0);
+    const Reply ttl = tally_test::must(client.command({"PTTL", full}));
+    CHECK(ttl.integer > 0);
+    CHECK(static_cast<std::uint64_t>(ttl.integer) <= d.reset_after_ns / 1'000'000 + 2);
+    CHECK(static_cast<std::uint64_t>(ttl.integer) + 50 >= d.reset_after_ns / 1'000'000);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(d.reset_after_ns) + std::chrono::milliseconds(5));
+    CHECK(tally_test::must(client.command({"EXISTS", full})).integer == 0);
+    // Still full after the key is gone.
+    CHECK(g.try_acquire(key, 0).remaining == 20);
+
+    tally::redis::SlidingWindowLimiter<11> sw(client, Quota{5, 100'000'000}, o);  // buckets of 10 ms
+    REQUIRE(sw.try_acquire("ring", 2).allowed);
+    const std::string ring = o.key_prefix + "ring";
+    const Reply t2 = tally_test::must(client.command({"PTTL", ring}));
+    CHECK(t2.integer > 0);
+    CHECK(t2.integer <= 112);
+    std::this_thread::sleep_for(std::chrono::milliseconds(125));
+    CHECK(tally_test::must(client.command({"EXISTS", ring})).integer == 0);
+}
