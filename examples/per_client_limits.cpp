@@ -75,6 +75,7 @@ int main() {
     if (good_denied != 0) ok = false;
     if (abuser_allowed > abuser_bound || abuser_allowed < quota.limit * 3) ok = false;
     if (per_client.memory_bytes() != memory_at_start || per_client.evictions() != 0) ok = false;
+    if (per_client.collisions() != 0 || api.collisions() != 0) ok = false;  // nobody refused a slot
     if (held > clients + 1 || freed != held || per_client.size() != 0) ok = false;
     if (api_allowed != static_cast<int>(quota.capacity())) ok = false;
     std::printf("%s\n", ok ? "ok" : "FAILED");

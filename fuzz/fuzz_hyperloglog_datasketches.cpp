@@ -5,10 +5,14 @@
 
 #include <span>
 
+#include "fuzz_common.hpp"
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     try {
-        const auto h = tally::HyperLogLog::from_datasketches(
-            std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size));
+        const auto h = tally::fuzz::bounded("from_datasketches", size, [&] {
+            return tally::HyperLogLog::from_datasketches(
+                std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size));
+        });
         (void)h.estimate();
         (void)h.ertl_estimate();
         for (auto t : {tally::DataSketchesHll::hll_4, tally::DataSketchesHll::hll_6, tally::DataSketchesHll::hll_8}) {

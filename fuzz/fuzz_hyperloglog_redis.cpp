@@ -3,9 +3,13 @@
 
 #include <string_view>
 
+#include "fuzz_common.hpp"
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     try {
-        const auto h = tally::HyperLogLog::from_redis(std::string_view(reinterpret_cast<const char*>(data), size));
+        const auto h = tally::fuzz::bounded("from_redis", size, [&] {
+            return tally::HyperLogLog::from_redis(std::string_view(reinterpret_cast<const char*>(data), size));
+        });
         (void)h.estimate();
         const auto again = h.to_redis();
         const auto back = tally::HyperLogLog::from_redis(again);

@@ -17,21 +17,29 @@
 namespace {
 constexpr std::uint64_t ms = 1'000'000;
 constexpr unsigned threads = 4;
+const tally::Seed seed{0x5eed};  // reproducible; the default is Seed::random()
 }  // namespace
 
 TEST_CASE("concurrent keyed: bad parameters throw with exact messages", "[keyed]") {
     using C = tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra>;
-    try {
-        C c(tally::Quota::per_second(1), 100, 3);
-        FAIL("no throw");
-    } catch (const std::invalid_argument& e) {
-        CHECK(std::string(e.what()) ==
-              "tally::ConcurrentKeyedLimiter: shards 3 is out of range: a power of two in [1, 65536]");
+    const tally::Quota q = tally::Quota::per_second(1);
+    const std::string who = "tally::ConcurrentKeyedLimiter::ConcurrentKeyedLimiter: ";
+    CHECK_THROWS_WITH(C(q, 100, 3, seed), who + "shards 3 is not a power of two");
+    CHECK_THROWS_WITH(C(q, 100, 0, seed), who + "shards 0 is out of range [1, 65536]");
+    CHECK_THROWS_WITH(C(q, 100, 131072, seed), who + "shards 131072 is out of range [1, 65536]");
+    // Capacity is checked before any arithmetic: SIZE_MAX and SIZE_MAX - 1
+    // used to wrap to zero groups and divide by zero shards, SIZE_MAX - 2 to
+    // report "capacity 0".
+    const std::size_t max = ~std::size_t{0};
+    const std::string range = " is out of range [1, " + std::to_string(max / 2) + "]";
+    CHECK_THROWS_WITH(C(q, 0, 64, seed), who + "capacity 0" + range);
+    for (const std::size_t cap : {max, max - 1, max - 2, max / 2 + 1}) {
+        INFO(cap);
+        CHECK_THROWS_WITH(C(q, cap, 64, seed), who + "capacity " + std::to_string(cap) + range);
+        CHECK_THROWS_WITH(C(q, cap), who + "capacity " + std::to_string(cap) + range);
     }
-    CHECK_THROWS_AS(C(tally::Quota::per_second(1), 100, 0), std::invalid_argument);
-    CHECK_THROWS_AS(C(tally::Quota::per_second(1), 0), std::invalid_argument);
     // A tiny capacity lowers the shard count so every shard holds a group.
-    C small(tally::Quota::per_second(1), 5, 64);
+    C small(q, 5, 64, seed);
     CHECK(small.shard_count() <= 2);
     CHECK(small.capacity() >= 5);
     CHECK(small.capacity() < 5 + 2 * C::Table::slots_per_group);
@@ -39,7 +47,7 @@ TEST_CASE("concurrent keyed: bad parameters throw with exact messages", "[keyed]
 
 TEST_CASE("concurrent keyed: single-threaded decisions equal the oracle", "[keyed]") {
     const tally::Quota q = tally::Quota::per_second(40).with_burst(4);
-    tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra> c(q, 8192, 16);
+    tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra> c(q, 8192, 16, seed);
     std::unordered_map<std::uint64_t, tally::Gcra> oracle;
     tally::test::Rng rng(3);
     std::uint64_t now = 1000 * ms;
@@ -68,7 +76,7 @@ TEST_CASE("concurrent keyed: no key is admitted beyond its quota under contentio
     const std::uint64_t burst = 50;
     const std::size_t n_keys = 256;
     const tally::Quota q = tally::Quota::per_hour(1000).with_burst(burst);
-    tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra> c(q, 4 * n_keys, 8);
+    tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra> c(q, 4 * n_keys, 8, seed);
     const std::uint64_t now = 5000 * ms;
     const std::size_t per_thread = tally::test::big(400'000, 60'000);
     std::vector<std::vector<std::uint64_t>> admitted(threads, std::vector<std::uint64_t>(n_keys, 0));
@@ -111,7 +119,7 @@ TEST_CASE("concurrent keyed: admissions stay within burst + rate with moving clo
     const std::uint64_t burst = 5;
     const tally::Quota q = tally::Quota::per_second(100).with_burst(burst);  // one unit per 10 ms
     const std::size_t n_keys = 64;
-    tally::ConcurrentKeyedLimiter<std::string, tally::TokenBucket> c(q, 1024, 4);
+    tally::ConcurrentKeyedLimiter<std::string, tally::TokenBucket> c(q, 1024, 4, seed);
     const std::uint64_t start = 10'000 * ms;
     const std::size_t steps = tally::test::big(200'000, 30'000);
     const std::uint64_t step_ns = 2'000;  // each thread's clock advances 2 us a request
@@ -142,4 +150,44 @@ TEST_CASE("concurrent keyed: admissions stay within burst + rate with moving clo
         REQUIRE(total >= burst);  // demand is high: at least the burst passes
     }
     CHECK(c.evictions() == 0);
+}
+
+TEST_CASE("concurrent keyed: set_quota while threads acquire", "[keyed]") {
+    // Time is frozen. A quota change rebases each key under its shard's lock
+    // (TSan checks the locking); no key can pass more than the largest burst
+    // once plus the smaller burst per change (a lowered quota clamps the
+    // spent units to its burst; raising it again re-opens the difference).
+    const tally::Quota big_q = tally::Quota::per_hour(1000).with_burst(40);
+    const tally::Quota small_q = tally::Quota::per_hour(1000).with_burst(10);
+    const std::size_t n_keys = 64;
+    tally::ConcurrentKeyedLimiter<std::uint64_t, tally::Gcra> c(big_q, 4 * n_keys, 8, seed);
+    const std::uint64_t now = 5000 * ms;
+    const std::size_t per_thread = tally::test::big(100'000, 20'000);
+    const int changes = 20;
+    std::vector<std::vector<std::uint64_t>> admitted(threads, std::vector<std::uint64_t>(n_keys, 0));
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            tally::test::Rng rng(300 + t);
+            for (std::size_t i = 0; i < per_thread; ++i) {
+                const std::uint64_t k = rng.below(n_keys);
+                admitted[t][k] += c.try_acquire(k, now).allowed;
+            }
+        });
+    }
+    pool.emplace_back([&] {
+        for (int i = 0; i < changes; ++i) {
+            c.set_quota(i % 2 == 0 ? small_q : big_q, now);
+            std::this_thread::yield();
+        }
+    });
+    for (auto& th : pool) th.join();
+    CHECK(c.quota() == big_q);  // the last change (i = 19) restored the big quota
+    for (std::size_t k = 0; k < n_keys; ++k) {
+        std::uint64_t total = 0;
+        for (unsigned t = 0; t < threads; ++t) total += admitted[t][k];
+        INFO("key " << k << " admitted " << total);
+        REQUIRE(total <= 40 + (40 - 10) * static_cast<std::uint64_t>(changes / 2));
+        REQUIRE(total >= 10);
+    }
 }
