@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "catch.hpp"
@@ -157,4 +158,32 @@ TEST_CASE("saturating arithmetic and the 128-bit type", "[primitives]") {
     const tally::detail::uint128 p = static_cast<tally::detail::uint128>(max64) * max64;
     CHECK(static_cast<std::uint64_t>(p >> 64) == max64 - 1);
     CHECK(static_cast<std::uint64_t>(p) == 1);
+}
+
+namespace {
+struct UserKey {
+    int id;
+};
+}  // namespace
+
+// A user specialisation in plain `namespace tally`, as users write it: it must
+// reach the sketches, whose names live in the ABI namespace.
+namespace tally {
+template <>
+struct Hasher<UserKey> {
+    std::uint64_t operator()(const UserKey& k) const noexcept { return detail::mix64(static_cast<std::uint64_t>(k.id)); }
+};
+}  // namespace tally
+
+TEST_CASE("public names live in the ABI namespace; user specialisations still apply", "[abi]") {
+    STATIC_REQUIRE(std::is_same_v<tally::Gcra, tally::TALLY_ABI_NAMESPACE::Gcra>);
+    STATIC_REQUIRE(std::is_same_v<tally::detail::uint128, tally::TALLY_ABI_NAMESPACE::detail::uint128>);
+    STATIC_REQUIRE(tally::cache_line_size == TALLY_DETAIL_CACHE_LINE_SIZE);
+    STATIC_REQUIRE(tally::Hashable<UserKey>);
+    CHECK(tally::hash_of(UserKey{7}) == tally::detail::mix64(7));
+    tally::HyperLogLog h(10);
+    h.add(UserKey{1});
+    h.add(UserKey{1});
+    h.add(UserKey{2});
+    CHECK(h.estimate() == Catch::Approx(2.0).epsilon(0.01));
 }

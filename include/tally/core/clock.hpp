@@ -5,6 +5,8 @@
 // and pass the same value on.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <concepts>
@@ -14,7 +16,7 @@
 #include <time.h>
 #endif
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// A source of monotonic time in integer nanoseconds.
 template <class C>
@@ -66,4 +68,4 @@ struct ManualClock {
 
 static_assert(Clock<SteadyClock> && Clock<CoarseClock> && Clock<ManualClock<>>);
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -16,6 +16,8 @@
 // std::uint64_t. Every function here is pure and thread-safe.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -30,7 +32,7 @@
 #include "../detail/primitives.hpp"
 #include "platform.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 namespace detail {
 
 /// Former spelling of detail::uint128 (primitives.hpp), kept for one release.
@@ -208,4 +210,4 @@ template <class T>
     }
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -15,6 +15,8 @@
 // ByteWriter and ByteReader are not thread-safe (one per thread).
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,7 @@
 
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// Bytes that are not a valid serialised summary: truncated, wrong magic,
 /// wrong family, unknown version, a parameter out of range, trailing bytes.
@@ -221,4 +223,4 @@ inline void format_check(bool ok, const char* message) {
     if (!ok) detail::throw_format_error(std::string("tally: ") + message);
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -9,6 +9,8 @@
 //   the target unchanged.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <concepts>
 #include <cstddef>
 #include <type_traits>
@@ -19,7 +21,7 @@
 
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 template <class S>
 concept MergeableSummary = std::copyable<S> && requires(S& s, const S& other, std::span<const std::byte> bytes) {
@@ -64,4 +66,4 @@ template <std::ranges::input_range R>
     return result;
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

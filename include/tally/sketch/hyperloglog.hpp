@@ -4,6 +4,8 @@
 // Details, error tables and the wire format: docs/hyperloglog.md.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -26,7 +28,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 namespace detail {
 
@@ -747,4 +749,4 @@ class HyperLogLog {
 
 static_assert(MergeableSummary<HyperLogLog>);
 
-}  // namespace tally
+TALLY_END_NAMESPACE

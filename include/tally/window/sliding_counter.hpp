@@ -2,6 +2,8 @@
 // sub-buckets, O(1) per add/estimate/allow, exact integer decisions, mergeable.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -27,7 +29,7 @@
 #define TALLY_DETAIL_COLD
 #endif
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// Options of SlidingCounter (a structural class type, so it can be a
 /// template argument). Portable spelling:
@@ -600,4 +602,4 @@ class SlidingCounter {
     unsigned shift_;
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE
