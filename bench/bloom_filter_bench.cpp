@@ -5,6 +5,8 @@
 // Rows, each BM_<impl>/<op>/<keys>:
 //   BM_bloom               add(key) / contains(key): hashes the u64 key
 //                          (tally::hash_of) and probes, one key per call
+//   BM_bloom32             BM_bloom on BloomFilter<32> (32-byte blocks, k = 8
+//                          at 1%: one 256-bit word per key)
 //   BM_bloom_hashed        add_hash / contains_hash of precomputed hashes:
 //                          the filter alone, one key per call
 //   BM_bloom_batch         add_hashes / contains_hashes of precomputed hashes,
@@ -18,7 +20,8 @@
 //                          floor under BM_bloom
 //   BM_classic_bloom_baseline   the textbook filter, hashing like BM_bloom
 // At 100M keys (126 MB, several times any L3) only the one-key-per-call rows
-// run (BM_bloom and BM_hash_line_probe_floor), and only outside quick mode.
+// run (BM_bloom, BM_bloom32 and BM_hash_line_probe_floor), and only outside
+// quick mode.
 // scripts/bench_summary.py pairs each row with the classic baseline of the
 // same <op>/<keys>. Counters: bits_per_item and the fpp measured on 1M keys
 // that were never added.
@@ -269,12 +272,16 @@ void register_all() {
             if (huge) {  // one key per call only: no precomputed hash arrays of 800 MB
                 benchmark::RegisterBenchmark(("BM_bloom" + suffix).c_str(),
                                              [n, o](benchmark::State& st) { run<tally::BloomFilter<>>(st, n, o); });
+                benchmark::RegisterBenchmark(("BM_bloom32" + suffix).c_str(),
+                                             [n, o](benchmark::State& st) { run<tally::BloomFilter<32>>(st, n, o); });
                 benchmark::RegisterBenchmark(("BM_hash_line_probe_floor" + suffix).c_str(),
                                              [n, o](benchmark::State& st) { run_floor(st, n, o, true); });
                 continue;
             }
             benchmark::RegisterBenchmark(("BM_bloom" + suffix).c_str(),
                                          [n, o](benchmark::State& st) { run<tally::BloomFilter<>>(st, n, o); });
+            benchmark::RegisterBenchmark(("BM_bloom32" + suffix).c_str(),
+                                         [n, o](benchmark::State& st) { run<tally::BloomFilter<32>>(st, n, o); });
             benchmark::RegisterBenchmark(("BM_bloom_hashed" + suffix).c_str(),
                                          [n, o](benchmark::State& st) { run_hashed(st, n, o); });
             benchmark::RegisterBenchmark(("BM_bloom_batch" + suffix).c_str(),

@@ -222,6 +222,38 @@ void BM_merge(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * a.register_count()));
 }
 
+// The register-wise max alone on two plain arrays: what merge costs without
+// any estimator bookkeeping (the histogram is rebuilt on the next query).
+void BM_merge_plain_baseline(benchmark::State& state) {
+    const int p = static_cast<int>(state.range(0));
+    HyperLogLog a(p), b(p);
+    for (std::uint64_t i = 0; i < 100000; ++i) (i & 1 ? a : b).add(i);
+    std::vector<std::uint8_t> ra(a.registers().begin(), a.registers().end());
+    const std::vector<std::uint8_t> rb(b.registers().begin(), b.registers().end());
+    for (auto _ : state) {
+        std::uint8_t* x = ra.data();
+        const std::uint8_t* y = rb.data();
+        const std::size_t m = ra.size();
+        for (std::size_t i = 0; i < m; ++i) x[i] = x[i] < y[i] ? y[i] : x[i];
+        benchmark::DoNotOptimize(ra.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * ra.size()));
+}
+
+// One merge followed by one estimate: the merge plus the one histogram rebuild.
+void BM_merge_then_estimate(benchmark::State& state) {
+    const int p = static_cast<int>(state.range(0));
+    HyperLogLog a(p), b(p);
+    for (std::uint64_t i = 0; i < 100000; ++i) (i & 1 ? a : b).add(i);
+    for (auto _ : state) {
+        a.merge(b);
+        benchmark::DoNotOptimize(a.estimate());
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
 void BM_to_redis(benchmark::State& state) {
     HyperLogLog h = HyperLogLog::redis_compatible();
     for (std::uint64_t i = 0; i < 100000; ++i) h.add(i);
@@ -256,7 +288,9 @@ const bool registered = [] {
         benchmark::RegisterBenchmark("BM_estimate_ertl", BM_estimate_ertl)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_estimate_ertl_from_registers_baseline",
                                      BM_estimate_ertl_from_registers_baseline)->Arg(12)->Arg(14),
-        benchmark::RegisterBenchmark("BM_merge", BM_merge)->Arg(14),
+        benchmark::RegisterBenchmark("BM_merge", BM_merge)->Arg(12)->Arg(14),
+        benchmark::RegisterBenchmark("BM_merge_plain_baseline", BM_merge_plain_baseline)->Arg(12)->Arg(14),
+        benchmark::RegisterBenchmark("BM_merge_then_estimate", BM_merge_then_estimate)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_to_redis", BM_to_redis),
         benchmark::RegisterBenchmark("BM_from_redis", BM_from_redis),
         benchmark::RegisterBenchmark("BM_to_datasketches", BM_to_datasketches)->Arg(0)->Arg(1)->Arg(2),

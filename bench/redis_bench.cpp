@@ -4,7 +4,8 @@
 // a sliding-window limit as the baseline: one Lua call per request that reads
 // id:floor(t/W) and id:floor(t/W)-1, weights the previous count, and INCRs
 // the current key with a TTL of 2W (the Cloudflare-style two-key counter).
-// Skips with one line when no redis-server exists.
+// Skips with one line when no redis-server exists. The cluster rows run the
+// same batches on a 3-master Redis Cluster (redis-cli joins it).
 #include <benchmark/benchmark.h>
 
 #include <tally/redis.hpp>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -164,6 +166,65 @@ void BM_sliding_window_one_call(benchmark::State& state) {
     report(state, decisions, trips, script_usec(client));
 }
 BENCHMARK(BM_sliding_window_one_call)->UseRealTime();
+
+// Redis Cluster: a pipelined batch on a 3-master cluster on this machine
+// (started on first use), against BM_gcra_batch on the single node above.
+// On a cluster each key is its own script call, the batch split per node,
+// written to every node before any reply is read.
+tally_test::RedisCluster* cluster_or_skip(benchmark::State& state) {
+    static std::unique_ptr<tally_test::RedisCluster> cluster;
+    static std::string why;
+    if (!cluster && why.empty()) {
+        const std::string cli = tally_test::redis_cli_binary();
+        if (cli.empty()) {
+            why = "redis-cli not found; cluster rows skipped";
+        } else {
+            try {
+                cluster = std::make_unique<tally_test::RedisCluster>(tally_test::redis_server_binary(), cli);
+            } catch (const std::exception& e) {
+                why = e.what();
+            }
+        }
+    }
+    if (!cluster) state.SkipWithError(why.c_str());
+    return cluster.get();
+}
+
+void BM_cluster_gcra_batch(benchmark::State& state) {
+    auto* cluster = cluster_or_skip(state);
+    if (cluster == nullptr) return;
+    tally::redis::Options o;
+    o.command_timeout = std::chrono::milliseconds{5000};
+    o.connect_timeout = std::chrono::milliseconds{5000};
+    auto client = tally::redis::Client::connect_cluster(cluster->seeds(), o);
+    tally::redis::GcraLimiter limiter(client, tally::Quota::per_minute(1'000'000));
+    const auto n = static_cast<std::size_t>(state.range(0));
+    const auto names = key_names(1024);
+    std::vector<std::string_view> all(names.begin(), names.end());
+    std::vector<tally::Decision> out(n, tally::Decision{false, 0, 0, 0});
+    std::size_t at = 0;
+    std::uint64_t decisions = 0, admitted = 0;
+    limiter.try_acquire_batch(std::span<const std::string_view>(all.data(), n), out);  // scripts loaded everywhere
+    std::vector<tally::redis::Client> nodes;  // INFO commandstats per node
+    for (std::size_t i = 0; i < cluster->size(); ++i) {
+        nodes.push_back(tally::redis::Client::connect("127.0.0.1", cluster->port(i), o));
+        reset_stats(nodes.back());
+    }
+    const std::uint64_t trips0 = client.round_trips();
+    for (auto _ : state) {
+        limiter.try_acquire_batch(std::span<const std::string_view>(all.data() + at, n), out);
+        at = (at + n) % (all.size() - n + 1);
+        for (const auto& d : out) admitted += d.allowed;
+        decisions += n;
+    }
+    benchmark::DoNotOptimize(admitted);
+    if (limiter.degraded_count() != 0) state.SkipWithError(limiter.last_error().c_str());
+    const std::uint64_t trips = client.round_trips() - trips0;
+    double usec = 0;
+    for (auto& node : nodes) usec += script_usec(node);
+    report(state, decisions, trips, usec);
+}
+BENCHMARK(BM_cluster_gcra_batch)->Arg(16)->Arg(64)->Arg(256)->UseRealTime();
 
 }  // namespace
 

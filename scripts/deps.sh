@@ -54,10 +54,11 @@ tally_need_packages() {
 
 # Base toolchain every script needs.
 tally_base_deps() {
-    tally_need_packages cmake make g++ catch2 libbenchmark-dev python3 redis-server ca-certificates \
+    tally_need_packages cmake make g++ catch2 libbenchmark-dev python3 redis-server redis-tools ca-certificates \
         libhiredis-dev pkg-config \
         -- cmake catch2 google-benchmark python redis hiredis pkgconf
-    # redis-server is installed now: the Redis tests must find it and run
+    # redis-server and redis-cli (redis-tools: the cluster test joins its nodes
+    # with redis-cli --cluster create) are installed now: the Redis tests must find them and run
     # (tests/redis_server.hpp fails instead of skipping).
     export TALLY_REQUIRE_REDIS=1
     # The presets (workflow presets, schema 6) need CMake 3.25.

@@ -5,6 +5,7 @@
 #endif
 
 #include <tally/sketch/hyperloglog.hpp>
+#include <tally/window/windowed.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "catch.hpp"
@@ -178,6 +180,161 @@ TEST_CASE("HyperLogLog: decoding checks lengths before allocating; empty sketche
     // Same for version 2 frames: a dense p = 18 header without its registers.
     auto v2 = to_bytes({'T', 'A', 'L', 'Y', 2, 2, 0, 0, 18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
     CHECK(largest_allocation_of([&] { CHECK_THROWS_AS(HyperLogLog::deserialize(v2), FormatError); }) < 1024);
+}
+
+TEST_CASE("HyperLogLog: a sparse frame decodes without its 2^p registers", "[hyperloglog][serialize]") {
+    for (Mode mode : {Mode::tally, Mode::redis, Mode::datasketches}) {
+        // HIP state (adds only) and Ertl state (after a merge), p = 17: 128 KiB of registers.
+        const HyperLogLog hip = filled(17, 1, 5, mode);
+        const HyperLogLog ertl = merged(filled(17, 2, 3, mode), filled(17, 3, 4, mode));
+        for (const HyperLogLog* original : {&hip, &ertl}) {
+            const auto bytes = original->serialize();
+            REQUIRE(bytes.size() < 80);
+            REQUIRE(bytes[10] == std::byte{1});  // sparse
+            HyperLogLog h(4);
+            CHECK(largest_allocation_of([&] { h = HyperLogLog::deserialize(bytes); }) < 1024);
+            // Queries and a sparse re-encoding come from the entries and the histogram.
+            std::vector<std::byte> again;
+            CHECK(largest_allocation_of([&] {
+                      CHECK(h.estimate() == original->estimate());
+                      CHECK(h.estimator() == original->estimator());
+                      CHECK(h.ertl_estimate() == original->ertl_estimate());
+                      for (int k = 0; k < 64; ++k) CHECK(h.registers_equal_to(k) == original->registers_equal_to(k));
+                      CHECK_FALSE(h.empty());
+                      CHECK(h.total() == original->total());
+                      again = h.serialize();
+                      const HyperLogLog copy = h;
+                      CHECK(copy.estimate() == original->estimate());
+                  }) < 1024);
+            CHECK(again == bytes);
+            CHECK(h.memory_bytes() < 1024);
+            // The registers appear on first use; then the sketch continues exactly.
+            CHECK(h == *original);
+            CHECK(h.memory_bytes() >= (std::size_t{1} << 17));
+            HyperLogLog a = HyperLogLog::deserialize(bytes);
+            HyperLogLog b = *original;
+            for (std::uint64_t i = 100; i < 140; ++i) {
+                a.add_hash(mix64(i));
+                b.add_hash(mix64(i));
+            }
+            CHECK(a == b);
+            CHECK(a.estimate() == b.estimate());
+            CHECK(a.serialize() == b.serialize());
+            HyperLogLog c = HyperLogLog::deserialize(bytes);
+            c.merge(HyperLogLog::deserialize(bytes));
+            CHECK(c == *original);
+        }
+    }
+}
+
+TEST_CASE("HyperLogLog: a frame is validated whole before anything is allocated", "[hyperloglog][serialize]") {
+    // A 61-byte sparse p = 17 frame followed by 4 stray bytes.
+    auto bytes = filled(17, 1, 4).serialize();
+    REQUIRE(bytes.size() < 61);
+    bytes.resize(bytes.size() + 4, std::byte{0});
+    CHECK(largest_allocation_of([&] {
+              CHECK_THROWS_WITH(HyperLogLog::deserialize(bytes), "tally: 4 trailing bytes");
+          }) < 1024);
+    // Same for a dense frame with one stray byte: rejected before its registers exist.
+    auto dense = filled(12, 1, 20000).serialize();
+    REQUIRE(dense[10] == std::byte{0});
+    dense.push_back(std::byte{0});
+    CHECK(largest_allocation_of([&] {
+              CHECK_THROWS_WITH(HyperLogLog::deserialize(dense), "tally: 1 trailing bytes");
+          }) < 1024);
+    // A bad last entry is found before the entries are stored.
+    auto bad = filled(17, 1, 4).serialize();
+    bad.back() = std::byte{0};  // register value 0
+    CHECK(largest_allocation_of([&] {
+              CHECK_THROWS_WITH(HyperLogLog::deserialize(bad), "tally: HyperLogLog: sparse register value out of range");
+          }) < 1024);
+}
+
+TEST_CASE("HyperLogLog: a Windowed frame with a p = 17 bucket carrying stray bytes allocates nothing large",
+          "[hyperloglog][serialize]") {
+    // Found by fuzz_windowed: the empty prototype, then a hostile p = 17 sparse
+    // bucket. It used to get its 128 KiB of registers before being rejected;
+    // now only the window's own ring (four sketch objects) is allocated.
+    const std::vector<unsigned char> raw{
+        0x54, 0x41, 0x4c, 0x59, 0x09, 0x01, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0xe8, 0x03,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2d, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x54, 0x41, 0x4c, 0x59, 0x02, 0x02, 0x00, 0x00, 0x06, 0x00, 0x01, 0x01,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x50, 0x40, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x39, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x54, 0x41, 0x4c, 0x59, 0x02, 0x02, 0x00, 0x00, 0x11, 0x00, 0x01, 0x01, 0x06, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xd0, 0xb4, 0xb7, 0x1d, 0x8d, 0x7b, 0x18, 0x40,
+        0x00, 0x00, 0x7e, 0x00, 0x00, 0x60, 0x4e, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x06, 0x09, 0x01, 0x0b, 0x01, 0x03, 0x02, 0x07, 0x01, 0x04, 0x01, 0x09,
+        0x01, 0x01, 0x01, 0x01, 0x02,
+    };
+    std::vector<std::byte> bytes(raw.size());
+    std::transform(raw.begin(), raw.end(), bytes.begin(), [](unsigned char c) { return std::byte{c}; });
+    CHECK(largest_allocation_of([&] {
+              CHECK_THROWS_WITH((tally::Windowed<HyperLogLog, 4>::deserialize(bytes)), "tally: HyperLogLog: HIP state does not match the registers");
+          }) < 4096);
+}
+
+TEST_CASE("HyperLogLog: a DataSketches LIST image at lg_k 18 decodes without its registers",
+          "[hyperloglog][datasketches]") {
+    // 16 bytes: LIST mode, lg_k 18, two coupons (index 5, rank 1; index 7, rank 3).
+    const auto list = to_bytes({0x02, 0x01, 0x07, 0x12, 0x03, 0x08, 0x02, 0x08, 0x05, 0x00, 0x00, 0x04, 0x07, 0x00,
+                                0x00, 0x0c});
+    HyperLogLog h(4);
+    CHECK(largest_allocation_of([&] { h = HyperLogLog::from_datasketches(list); }) < 1024);
+    CHECK(h.precision() == 18);
+    CHECK(h.estimator() == tally::HllEstimator::hip);
+    CHECK(largest_allocation_of([&] {
+              // HIP after two distinct registers: 1 + m / (m - 1/2).
+              CHECK(h.estimate() == 1.0 + 262144.0 / (262144.0 - 0.5));
+              CHECK(h.registers_equal_to(1) == 1);
+              CHECK(h.registers_equal_to(3) == 1);
+              CHECK(h.registers_equal_to(0) == 262142);
+          }) < 1024);
+    CHECK(h.registers()[5] == 1);
+    CHECK(h.registers()[7] == 3);
+    CHECK(std::count(h.registers().begin(), h.registers().end(), std::uint8_t{0}) == 262142);
+    const HyperLogLog back = HyperLogLog::from_datasketches(h.to_datasketches());
+    CHECK(back == h);
+    CHECK(back.estimate() == h.estimate());
+}
+
+TEST_CASE("HyperLogLog: merge defers the histogram to the next query", "[hyperloglog][merge]") {
+    for (Mode mode : {Mode::tally, Mode::redis, Mode::datasketches}) {
+        HyperLogLog all(12, mode);
+        std::vector<HyperLogLog> parts(8, HyperLogLog(12, mode));
+        for (std::uint64_t i = 0; i < 20000; ++i) {
+            parts[i % 8].add_hash(mix64(i));
+            all.add_hash(mix64(i));
+        }
+        HyperLogLog m(12, mode);
+        for (const auto& part : parts) m.merge(part);
+        const HyperLogLog pending_copy = m;  // copied before any query
+        // The histogram kept by all's adds is the oracle: same registers, same
+        // histogram, so Ertl's estimate must agree exactly.
+        CHECK(m.estimator() == tally::HllEstimator::ertl);
+        CHECK(m.estimate() == all.ertl_estimate());
+        CHECK(pending_copy.estimate() == all.ertl_estimate());
+        for (int k = 0; k < 64; ++k) CHECK(m.registers_equal_to(k) == all.registers_equal_to(k));
+        // Adds after a merge (no query in between), then merges again.
+        for (std::uint64_t i = 20000; i < 30000; ++i) {
+            m.add_hash(mix64(i));
+            all.add_hash(mix64(i));
+        }
+        m.merge(parts[0]);
+        CHECK(m.estimate() == all.ertl_estimate());
+        for (int k = 0; k < 64; ++k) CHECK(m.registers_equal_to(k) == all.registers_equal_to(k));
+        // Concurrent first queries of a merged sketch agree (const members are
+        // safe to call concurrently).
+        HyperLogLog n(12, mode);
+        for (const auto& part : parts) n.merge(part);
+        double seen[4] = {};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 4; ++t) threads.emplace_back([&, t] { seen[t] = n.estimate(); });
+        for (auto& th : threads) th.join();
+        for (double e : seen) CHECK(e == n.estimate());
+    }
 }
 
 TEST_CASE("HyperLogLog: merged sketches keep the 1.04 / sqrt(m) error", "[hyperloglog][merge][big]") {

@@ -291,6 +291,30 @@ TALLY_BLOOM_TARGET_AVX2 inline bool bloom_contains_avx2_k8(const std::uint32_t* 
     return _mm256_testz_si256(missing, missing) != 0;
 }
 
+// The 32-byte, k = 8 layout (BloomFilter<32> at 1% and below): eight lanes
+// of one 32-bit word each, so the whole block is one 256-bit word, one
+// multiply gives the eight lane bits and one 32-bit variable shift places
+// them (the Impala/Parquet split-block kernel). The same bits as the general
+// entry points above.
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_w256k8_mask(std::uint32_t x) noexcept {
+    const __m256i salt = _mm256_setr_epi32(
+        static_cast<int>(bloom_salts.v[0]), static_cast<int>(bloom_salts.v[1]), static_cast<int>(bloom_salts.v[2]),
+        static_cast<int>(bloom_salts.v[3]), static_cast<int>(bloom_salts.v[4]), static_cast<int>(bloom_salts.v[5]),
+        static_cast<int>(bloom_salts.v[6]), static_cast<int>(bloom_salts.v[7]));
+    const __m256i idx = _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(x)), salt), 27);
+    return _mm256_sllv_epi32(_mm256_set1_epi32(1), idx);
+}
+
+TALLY_BLOOM_TARGET_AVX2 inline void bloom_add_avx2_w256k8(std::uint32_t* block, std::uint32_t x) noexcept {
+    auto* p = reinterpret_cast<__m256i*>(block);
+    _mm256_store_si256(p, _mm256_or_si256(_mm256_load_si256(p), bloom_avx2_w256k8_mask(x)));
+}
+
+TALLY_BLOOM_TARGET_AVX2 inline bool bloom_contains_avx2_w256k8(const std::uint32_t* block, std::uint32_t x) noexcept {
+    return _mm256_testc_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(block)),
+                              bloom_avx2_w256k8_mask(x)) != 0;
+}
+
 /// The block of W bits that (rehashed) hash h selects in `blocks`.
 template <std::size_t W, class Byte>
 TALLY_ALWAYS_INLINE Byte* bloom_block_at(Byte* blocks, std::uint64_t nblocks, std::uint64_t h) noexcept {

@@ -16,6 +16,7 @@
 
 #include "../detail/primitives.hpp"
 #include "client.hpp"
+#include "cluster.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
 
@@ -42,6 +43,10 @@ namespace redis {
 /// limit of the list or none. Failure: within command_timeout, Options::
 /// on_error decides, the Decision is degraded and degraded_count() grows.
 ///
+/// Redis Cluster: on a cluster Client a batch is one script call per key,
+/// split per node and pipelined; the keys of
+/// try_acquire_all must share a hash slot (std::invalid_argument otherwise,
+/// before anything is charged).
 /// Cost: one round trip per call or per batch; the script is O(limits).
 /// Thread safety: all members are thread-safe (the Client serialises I/O).
 /// The limiter keeps a pointer to the Client: it must outlive the limiter.
@@ -138,15 +143,26 @@ class GcraLimiter {
                                                   std::to_string(out.size()));
         if (keys.empty()) return;
         // One script call per chunk of keys, all chunks pipelined: one round
-        // trip, and the script's per-call overhead paid once per chunk.
+        // trip, and the script's per-call overhead paid once per chunk. On a
+        // cluster, one call per key: the Client sends each to its node, and a
+        // key whose slot is migrating is followed alone (ASK), where a
+        // multi-key call would be refused (TRYAGAIN) until the move ends.
         constexpr std::size_t chunk = 256;
+        const std::size_t per_call = client_->is_cluster() ? 1 : chunk;
+        std::vector<std::string> prefixed(keys.size());
+        for (std::size_t i = 0; i < keys.size(); ++i)
+            prefixed[i] = protocol::detail::prefixed_key(who, opt_.key_prefix, keys[i]);
+        std::vector<std::vector<std::size_t>> groups;  // indices into keys, in order
+        for (std::size_t at = 0; at < keys.size(); at += per_call) {
+            groups.emplace_back();
+            for (std::size_t i = at; i < keys.size() && i < at + per_call; ++i) groups.back().push_back(i);
+        }
         std::vector<protocol::Call> calls;
-        calls.reserve((keys.size() + chunk - 1) / chunk);
+        calls.reserve(groups.size());
         std::vector<std::string> k;
-        for (std::size_t at = 0; at < keys.size(); at += chunk) {
+        for (const auto& g : groups) {
             k.clear();
-            for (std::size_t i = at; i < keys.size() && i < at + chunk; ++i)
-                k.push_back(protocol::detail::prefixed_key(who, opt_.key_prefix, keys[i]));
+            for (const std::size_t i : g) k.push_back(std::move(prefixed[i]));
             calls.push_back(protocol::gcra_batch_call(k, params_, cost, now_ns));
         }
         std::vector<Reply> replies;
@@ -156,15 +172,18 @@ class GcraLimiter {
             return;
         }
         std::vector<protocol::Outcome> outcomes;
+        std::vector<std::string_view> user;
         std::string error;
-        for (std::size_t c = 0, at = 0; c < calls.size(); ++c, at += chunk) {
-            const std::size_t n = std::min(chunk, keys.size() - at);
-            outcomes.assign(n, protocol::Outcome{});
-            if (!protocol::gcra_batch_decode(replies[c], params_, cost, now_ns, keys.subspan(at, n), outcomes, error)) {
-                for (std::size_t i = 0; i < n; ++i) out[at + i] = degraded(error);
+        for (std::size_t c = 0; c < calls.size(); ++c) {
+            const auto& g = groups[c];
+            user.clear();
+            for (const std::size_t i : g) user.push_back(keys[i]);
+            outcomes.assign(g.size(), protocol::Outcome{});
+            if (!protocol::gcra_batch_decode(replies[c], params_, cost, now_ns, user, outcomes, error)) {
+                for (const std::size_t i : g) out[i] = degraded(error);
                 continue;
             }
-            for (std::size_t i = 0; i < n; ++i) out[at + i] = finish(outcomes[i]);
+            for (std::size_t j = 0; j < g.size(); ++j) out[g[j]] = finish(outcomes[j]);
         }
     }
 
@@ -190,6 +209,17 @@ class GcraLimiter {
                     tally::detail::throw_invalid_argument(
                         "tally::redis::GcraLimiter::try_acquire_all: limits " + std::to_string(j) + " and " +
                         std::to_string(i) + " name the same key (each key may appear once)");
+        // Redis Cluster runs a script only when all its keys share a hash
+        // slot: refuse here, before anything is charged.
+        if (client_->is_cluster())
+            for (std::size_t i = 1; i < keys.size(); ++i)
+                if (cluster_slot(keys[i]) != cluster_slot(keys[0]))
+                    tally::detail::throw_invalid_argument(
+                        "tally::redis::GcraLimiter::try_acquire_all: keys \"" + std::string(limits[0].key) +
+                        "\" (hash slot " + std::to_string(cluster_slot(keys[0])) + ") and \"" +
+                        std::string(limits[i].key) + "\" (hash slot " + std::to_string(cluster_slot(keys[i])) +
+                        ") differ; on a Redis Cluster the keys of one call must share a slot: give them one "
+                        "hash tag, e.g. {tenant:7}:user:42 and {tenant:7}:global");
         for (const auto& p : params) ps.push_back(&p);
         const protocol::Call call[1] = {protocol::gcra_call(keys, ps, costs, now_ns)};
         std::vector<Reply> replies;

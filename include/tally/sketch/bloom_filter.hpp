@@ -132,7 +132,9 @@ class BloomFilter {
         const auto x = static_cast<std::uint32_t>(h);
 #if TALLY_BLOOM_AVX2
         if constexpr (block_bits == 512)
-            if (TALLY_LIKELY(simd_) && layout_.k == 8) return detail::bloom_add_avx2_k8(block, x);
+            if (TALLY_LIKELY(simd_k8_)) return detail::bloom_add_avx2_k8(block, x);
+        if constexpr (block_bits == 256)
+            if (TALLY_LIKELY(simd_k8_)) return detail::bloom_add_avx2_w256k8(block, x);
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_)) return detail::bloom_add_avx2<block_bits>(block, x, layout_);
 #elif TALLY_BLOOM_NEON
@@ -151,7 +153,9 @@ class BloomFilter {
         const auto x = static_cast<std::uint32_t>(h);
 #if TALLY_BLOOM_AVX2
         if constexpr (block_bits == 512)
-            if (TALLY_LIKELY(simd_) && layout_.k == 8) return detail::bloom_contains_avx2_k8(block, x);
+            if (TALLY_LIKELY(simd_k8_)) return detail::bloom_contains_avx2_k8(block, x);
+        if constexpr (block_bits == 256)
+            if (TALLY_LIKELY(simd_k8_)) return detail::bloom_contains_avx2_w256k8(block, x);
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_)) return detail::bloom_contains_avx2<block_bits>(block, x, layout_);
 #elif TALLY_BLOOM_NEON
@@ -427,6 +431,7 @@ class BloomFilter {
         blocks_.assign(nblocks, Block{});
         layout_ = detail::BloomLayout<block_bits>::make(k);
         simd_ = detail::bloom_simd_available<block_bits>();
+        simd_k8_ = simd_ && k == 8;
     }
 
     TALLY_ALWAYS_INLINE std::uint32_t* block_of(std::uint64_t h) noexcept {
@@ -445,12 +450,14 @@ class BloomFilter {
     std::uint64_t expected_items_ = 0;
     double fpp_ = 0;
     bool simd_ = false;
+    bool simd_k8_ = false;  // simd_ and k = 8: the specialised per-key kernel (one test per key)
 };
 
 namespace detail {
 template <std::size_t BlockBytes>
 void bloom_force_scalar(BloomFilter<BlockBytes>& f, bool scalar) noexcept {
     f.simd_ = !scalar && bloom_simd_available<BloomFilter<BlockBytes>::block_bits>();
+    f.simd_k8_ = f.simd_ && f.layout_.k == 8;
 }
 }  // namespace detail
 

@@ -7,6 +7,7 @@
 #include "../detail/abi.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -17,7 +18,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "../core/hash.hpp"
@@ -106,15 +109,18 @@ enum class HllEstimator : std::uint8_t {
 /// says which. Both are O(1): a register histogram is kept on add.
 ///
 /// add is O(1) and allocation-free after the first; estimate O(1) (HIP) or
-/// O(64) (Ertl); merge and reduce O(m). Memory: 2^p bytes of registers
-/// (allocated on the first add, so an empty sketch is small) plus ~330 bytes.
+/// O(64) (Ertl); merge (a register max) and reduce O(m); the first query
+/// after merges rebuilds the histogram once, O(m). Memory: 2^p bytes of
+/// registers (allocated on the first add, merge or dense export; an empty
+/// or decoded sparse sketch holds only its entries) plus ~330 bytes.
 /// p in [4, 18]. Hash modes (HllHashMode) match Redis (to_redis/from_redis)
 /// and Apache DataSketches (to_datasketches/from_datasketches) register for
 /// register. total() counts add calls (of this sketch and of those merged
 /// into it), not distinct items.
 ///
 /// Thread safety: writers (add, merge, clear) need exclusive access; const
-/// members may run concurrently with each other. Give each thread its own
+/// members may run concurrently with each other (one computes a pending
+/// histogram or register array, the others wait). Give each thread its own
 /// sketch and merge.
 ///
 ///     tally::HyperLogLog hll(14);
@@ -138,6 +144,27 @@ class HyperLogLog {
         : p_(check_precision(precision, "tally::HyperLogLog::HyperLogLog")), mode_(mode) {
         reset_state();
     }
+
+    // Copies never wait and never force the lazy parts: a pending histogram
+    // stays pending in the copy, pending sparse registers are copied sparse.
+    HyperLogLog(const HyperLogLog& other) : p_(other.p_), mode_(other.mode_) { copy_from(other); }
+    HyperLogLog(HyperLogLog&& other) noexcept : p_(other.p_), mode_(other.mode_) { move_from(other); }
+    HyperLogLog& operator=(const HyperLogLog& other) {
+        if (this != &other) {
+            HyperLogLog copy(other);
+            *this = std::move(copy);
+        }
+        return *this;
+    }
+    HyperLogLog& operator=(HyperLogLog&& other) noexcept {
+        if (this != &other) {
+            p_ = other.p_;
+            mode_ = other.mode_;
+            move_from(other);
+        }
+        return *this;
+    }
+    ~HyperLogLog() = default;
 
     /// p = 14 with Redis's hashing: a sketch that to_redis() exports and that
     /// Redis PFADD/PFMERGE extend without double counting.
@@ -196,6 +223,8 @@ class HyperLogLog {
     /// precision, mode and the register memory.
     void clear() noexcept {
         std::fill(registers_.begin(), registers_.end(), std::uint8_t{0});
+        sparse_.clear();
+        regs_state_.store(lazy_ready, std::memory_order_relaxed);
         reset_state();
     }
 
@@ -212,6 +241,7 @@ class HyperLogLog {
     /// history (O(64)). For the same registers its value rounded half away
     /// from zero equals Redis's PFCOUNT.
     [[nodiscard]] double ertl_estimate() const noexcept {
+        ensure_histogram();
         const std::uint32_t* c = hist_;
         const int q = max_rank(p_, mode_) - 1;
         const double m = static_cast<double>(register_count());
@@ -241,23 +271,31 @@ class HyperLogLog {
     [[nodiscard]] std::size_t register_count() const noexcept { return std::size_t{1} << p_; }
     /// Register values, each in 0 .. max_rank (64 - p + 1; 63 in mode datasketches).
     [[nodiscard]] std::span<const std::uint8_t> registers() const noexcept {
+        ensure_registers();
         return registers_.empty() ? std::span<const std::uint8_t>(detail::hll_zero_registers, register_count())
                                   : std::span<const std::uint8_t>(registers_);
     }
     /// Number of registers equal to k, k in 0..63 (kept up to date on add).
     [[nodiscard]] std::uint32_t registers_equal_to(int k) const noexcept {
-        return k >= 0 && k < 64 ? hist_[k] : 0;
+        if (k < 0 || k >= 64) return 0;
+        ensure_histogram();
+        return hist_[k];
     }
     /// The largest register value of this precision and mode.
     [[nodiscard]] int max_rank() const noexcept { return max_rank(p_, mode_); }
     /// True when no register is set (nothing was added, or only empty strings
     /// in mode datasketches).
-    [[nodiscard]] bool empty() const noexcept { return hist_[0] == register_count(); }
+    [[nodiscard]] bool empty() const noexcept {
+        // A pending histogram only follows a merge of two non-empty sketches.
+        return hist_state_.load(std::memory_order_acquire) == lazy_ready && hist_[0] == register_count();
+    }
     /// Number of add/add_hash calls that hashed an item, summed over merges
     /// (saturating). Decoded Redis and DataSketches sketches and tally format
     /// version 1 do not record it and start at 0.
     [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
-    [[nodiscard]] std::size_t memory_bytes() const noexcept { return sizeof(*this) + registers_.capacity(); }
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return sizeof(*this) + registers_.capacity() + sparse_.capacity() * sizeof(std::uint32_t);
+    }
 
     /// Same precision, mode and registers (the estimator state may differ).
     friend bool operator==(const HyperLogLog& a, const HyperLogLog& b) noexcept {
@@ -300,11 +338,15 @@ class HyperLogLog {
             total_ = total;
             return *this;
         }
+        make_registers();
+        other.ensure_registers();
         std::uint8_t* a = registers_.data();
         const std::uint8_t* b = other.registers_.data();
         const std::size_t m = registers_.size();
         for (std::size_t i = 0; i < m; ++i) a[i] = a[i] < b[i] ? b[i] : a[i];  // vectorizes
-        rebuild_from_registers();
+        // The histogram is rebuilt once, by the first query that needs it
+        // (merging many sketches costs one rebuild, not one per merge).
+        hist_state_.store(lazy_pending, std::memory_order_relaxed);
         hip_valid_ = false;
         total_ = total;
         return *this;
@@ -318,6 +360,7 @@ class HyperLogLog {
         HyperLogLog out(precision, mode_);
         out.total_ = total_;
         if (empty()) return out;
+        ensure_registers();
         out.allocate();
         const int k = p_ - precision;
         const std::size_t low_mask = (std::size_t{1} << k) - 1;
@@ -355,20 +398,29 @@ class HyperLogLog {
     [[nodiscard]] std::vector<std::byte> serialize() const {
         const std::size_t m = register_count();
         const std::size_t dense_bytes = m * 6 / 8;
-        const auto regs = registers();
+        // Registers still held as a decoded sparse list are written from it,
+        // without materializing the 2^p array (the list is immutable while pending).
+        const bool from_list = regs_state_.load(std::memory_order_acquire) != lazy_ready;
+        const std::span<const std::uint8_t> regs = from_list ? std::span<const std::uint8_t>() : registers();
+        // Calls f(index, value) for every non-zero register in index order.
+        const auto for_each_nonzero = [&](auto&& f) {
+            if (from_list) {
+                for (const std::uint32_t e : sparse_) f(std::size_t{e >> 8}, static_cast<std::uint8_t>(e & 0xff));
+            } else if (!empty()) {
+                for (std::size_t i = 0; i < m; ++i)
+                    if (regs[i] != 0) f(i, regs[i]);
+            }
+        };
         // Size of the sparse form, computed first so we write only the shorter.
         std::size_t nonzero = 0;
         std::size_t sparse_bytes = 0;
         std::size_t prev = 0;
-        if (!empty()) {
-            for (std::size_t i = 0; i < m; ++i) {
-                if (regs[i] == 0) continue;
-                const std::size_t gap = nonzero == 0 ? i : i - prev - 1;
-                sparse_bytes += varint_size(gap) + 1;
-                prev = i;
-                ++nonzero;
-            }
-        }
+        for_each_nonzero([&](std::size_t i, std::uint8_t) {
+            const std::size_t gap = nonzero == 0 ? i : i - prev - 1;
+            sparse_bytes += varint_size(gap) + 1;
+            prev = i;
+            ++nonzero;
+        });
         sparse_bytes += varint_size(nonzero);
         const bool sparse = sparse_bytes < dense_bytes;
 
@@ -387,16 +439,15 @@ class HyperLogLog {
         if (sparse) {
             w.varint(nonzero);
             std::size_t n = 0;
-            for (std::size_t i = 0; i < m && n < nonzero; ++i) {
-                if (regs[i] == 0) continue;
+            for_each_nonzero([&](std::size_t i, std::uint8_t v) {
                 w.varint(n == 0 ? i : i - prev - 1);
-                w.u8(regs[i]);
+                w.u8(v);
                 prev = i;
                 ++n;
-            }
+            });
         } else {
             std::vector<unsigned char> packed(dense_bytes, 0);
-            detail::pack6(regs.data(), m, packed.data());
+            detail::pack6(registers().data(), m, packed.data());
             w.bytes(packed.data(), packed.size());
         }
         return w.take();
@@ -434,28 +485,46 @@ class HyperLogLog {
         const std::size_t m = std::size_t{1} << p;
         const std::uint8_t top = static_cast<std::uint8_t>(max_rank(p, static_cast<HashMode>(mode)));
         HyperLogLog out(p, static_cast<HashMode>(mode));
+        // The whole frame is validated before anything is allocated; a sparse
+        // frame keeps its (index, value) list, whose size the input bounds, and
+        // the 2^p registers are built on first use (add, merge, dense export).
         if (encoding == 0) {
-            const auto packed = r.bytes(m * 6 / 8);  // checked before the registers are allocated
+            const auto packed = r.bytes(m * 6 / 8);
+            r.expect_end();
             out.allocate();
             detail::unpack6(reinterpret_cast<const unsigned char*>(packed.data()), m, out.registers_.data());
             for (const std::uint8_t v : out.registers_)
                 format_check(v <= top, "HyperLogLog: register value exceeds the maximum rank");
+            out.rebuild_from_registers();
         } else {
             const std::uint64_t k = r.count(r.varint(), 2, m, "HyperLogLog non-zero register");
-            if (k != 0) out.allocate();  // k entries of >= 2 bytes each are present
-            std::size_t next = 0;        // smallest index the next entry may take
+            const ByteReader entries = r;
+            std::uint32_t hist[64] = {};
+            std::size_t next = 0;  // smallest index the next entry may take
             for (std::uint64_t j = 0; j < k; ++j) {
                 const std::uint64_t gap = r.varint();
                 format_check(gap < m - next, "HyperLogLog: sparse register index out of range");
                 const std::size_t index = next + static_cast<std::size_t>(gap);
                 const std::uint8_t v = r.u8();
                 format_check(v >= 1 && v <= top, "HyperLogLog: sparse register value out of range");
-                out.registers_[index] = v;
+                ++hist[v];
                 next = index + 1;
             }
+            r.expect_end();
+            if (k != 0) {
+                ByteReader again = entries;
+                out.sparse_.reserve(static_cast<std::size_t>(k));
+                next = 0;
+                for (std::uint64_t j = 0; j < k; ++j) {
+                    const std::size_t index = next + static_cast<std::size_t>(again.varint());
+                    out.sparse_.push_back(static_cast<std::uint32_t>(index << 8) | again.u8());
+                    next = index + 1;
+                }
+                out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
+            }
+            hist[0] = static_cast<std::uint32_t>(m - k);
+            out.set_histogram(hist);
         }
-        r.expect_end();
-        out.rebuild_from_registers();
         out.total_ = total;
         out.hip_valid_ = hip;
         if (hip) {
@@ -599,6 +668,7 @@ class HyperLogLog {
         detail::DsHllState st;
         st.lg_k = p_;
         st.registers = registers();
+        ensure_histogram();
         st.empty = empty();
         st.out_of_order = !hip_valid_;
         st.hip = hip_valid_ ? hip_ : 0.0;
@@ -629,8 +699,23 @@ class HyperLogLog {
                 out.kxq1_ = img.kxq1;
             }
         } else {
-            for (const std::uint32_t c : img.coupons)
-                out.update_register(c & (out.register_count() - 1), static_cast<std::uint8_t>(c >> 26));
+            // Replayed into a sparse list (its size bounded by the input), not
+            // the 2^lg_k registers, which are built on first use.
+            std::unordered_map<std::uint32_t, std::uint8_t> seen;
+            seen.reserve(img.coupons.size());
+            for (const std::uint32_t c : img.coupons) {
+                const auto index = static_cast<std::uint32_t>(c & (out.register_count() - 1));
+                const auto rank = static_cast<std::uint8_t>(c >> 26);
+                std::uint8_t& reg = seen[index];
+                if (rank > reg) {
+                    out.raise(reg, rank);
+                    reg = rank;
+                }
+            }
+            for (const auto& [index, value] : seen)
+                if (value != 0) out.sparse_.push_back((index << 8) | value);
+            std::sort(out.sparse_.begin(), out.sparse_.end());
+            if (!out.sparse_.empty()) out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
             out.hip_valid_ = !img.out_of_order || out.empty();
         }
         return out;
@@ -659,6 +744,109 @@ class HyperLogLog {
         return n;
     }
 
+    static constexpr std::uint8_t lazy_ready = 0;
+    static constexpr std::uint8_t lazy_pending = 1;
+    static constexpr std::uint8_t lazy_busy = 2;
+
+    // Runs `make` once for a lazy part in state pending; concurrent const
+    // callers wait for the one that computes it.
+    template <class F>
+    static void run_lazy(std::atomic<std::uint8_t>& state, F make) noexcept {
+        for (;;) {
+            std::uint8_t s = state.load(std::memory_order_acquire);
+            if (s == lazy_ready) return;
+            if (s == lazy_pending &&
+                state.compare_exchange_weak(s, lazy_busy, std::memory_order_acquire, std::memory_order_relaxed)) {
+                make();
+                state.store(lazy_ready, std::memory_order_release);
+                return;
+            }
+            std::this_thread::yield();
+        }
+    }
+
+    // Dense registers from the decoded sparse list (an allocation failure
+    // terminates, as in add). The list stays: copies and serialize may read it.
+    void ensure_registers() const noexcept {
+        if (TALLY_LIKELY(regs_state_.load(std::memory_order_acquire) == lazy_ready)) return;
+        run_lazy(regs_state_, [this] {
+            registers_.assign(register_count(), 0);
+            for (const std::uint32_t e : sparse_) registers_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
+        });
+    }
+
+    void ensure_histogram() const noexcept {
+        if (TALLY_LIKELY(hist_state_.load(std::memory_order_acquire) == lazy_ready)) return;
+        ensure_registers();
+        run_lazy(hist_state_, [this] { rebuild_from_registers(); });
+    }
+
+    // Exclusive access (non-const callers): dense registers, allocated.
+    void make_registers() {
+        if (regs_state_.load(std::memory_order_relaxed) != lazy_ready) ensure_registers();
+        if (!sparse_.empty()) std::vector<std::uint32_t>().swap(sparse_);
+        allocate();
+    }
+
+    void set_histogram(const std::uint32_t (&h)[64]) noexcept {
+        set_histogram_values(h);
+        hist_state_.store(lazy_ready, std::memory_order_relaxed);
+    }
+
+    void set_histogram_values(const std::uint32_t (&h)[64]) const noexcept {
+        kxq0_ = 0;
+        kxq1_ = 0;
+        for (int k = 0; k < 64; ++k) {
+            hist_[k] = h[k];
+            if (k < 32)
+                kxq0_ += h[k] * detail::ds_inv_pow2(k);
+            else
+                kxq1_ += h[k] * detail::ds_inv_pow2(k);
+        }
+    }
+
+    void copy_from(const HyperLogLog& o) {
+        hip_valid_ = o.hip_valid_;
+        hip_ = o.hip_;
+        total_ = o.total_;
+        // The registers are stable unless pending; a pending list is never
+        // modified by const members, so no claim is needed.
+        if (o.regs_state_.load(std::memory_order_acquire) == lazy_ready) {
+            registers_ = o.registers_;
+            regs_state_.store(lazy_ready, std::memory_order_relaxed);
+        } else {
+            sparse_ = o.sparse_;
+            regs_state_.store(lazy_pending, std::memory_order_relaxed);
+        }
+        // A histogram being rebuilt elsewhere is simply rebuilt again here.
+        if (o.hist_state_.load(std::memory_order_acquire) == lazy_ready) {
+            std::copy(std::begin(o.hist_), std::end(o.hist_), std::begin(hist_));
+            kxq0_ = o.kxq0_;
+            kxq1_ = o.kxq1_;
+            hist_state_.store(lazy_ready, std::memory_order_relaxed);
+        } else {
+            hist_state_.store(lazy_pending, std::memory_order_relaxed);
+        }
+    }
+
+    void move_from(HyperLogLog& o) noexcept {
+        hip_valid_ = o.hip_valid_;
+        hip_ = o.hip_;
+        total_ = o.total_;
+        registers_ = std::move(o.registers_);
+        sparse_ = std::move(o.sparse_);
+        regs_state_.store(o.regs_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        std::copy(std::begin(o.hist_), std::end(o.hist_), std::begin(hist_));
+        kxq0_ = o.kxq0_;
+        kxq1_ = o.kxq1_;
+        hist_state_.store(o.hist_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        // The moved-from sketch is the empty sketch of its precision.
+        o.registers_.clear();
+        o.sparse_.clear();
+        o.regs_state_.store(lazy_ready, std::memory_order_relaxed);
+        o.reset_state();
+    }
+
     void reset_state() noexcept {
         std::fill(std::begin(hist_), std::end(hist_), 0u);
         hist_[0] = static_cast<std::uint32_t>(register_count());
@@ -667,6 +855,7 @@ class HyperLogLog {
         kxq0_ = static_cast<double>(register_count());
         kxq1_ = 0.0;
         total_ = 0;
+        hist_state_.store(lazy_ready, std::memory_order_relaxed);
     }
 
     // The register array is allocated on the first add (an allocation failure
@@ -676,10 +865,11 @@ class HyperLogLog {
     }
 
     TALLY_ALWAYS_INLINE void update_register(std::size_t index, std::uint8_t rank) noexcept {
-        if (TALLY_UNLIKELY(registers_.empty())) allocate();
+        if (TALLY_UNLIKELY(registers_.empty())) make_registers();
         std::uint8_t& reg = registers_[index];
         if (rank > reg) {
-            raise(reg, rank);
+            // After a merge (no HIP) the histogram is rebuilt when queried.
+            if (TALLY_LIKELY(hist_state_.load(std::memory_order_relaxed) == lazy_ready)) raise(reg, rank);
             reg = rank;
         }
     }
@@ -704,11 +894,10 @@ class HyperLogLog {
     }
 
     // Histogram and kxq from the registers, after a bulk change.
-    void rebuild_from_registers() noexcept {
+    void rebuild_from_registers() const noexcept {
         std::uint32_t h[4][64] = {};
-        const auto regs = registers();
-        const std::uint8_t* r = regs.data();
-        const std::size_t m = regs.size();  // a multiple of 16
+        const std::uint8_t* r = registers_.empty() ? detail::hll_zero_registers : registers_.data();
+        const std::size_t m = register_count();  // a multiple of 16
         for (std::size_t i = 0; i < m; i += 8) {
             std::uint64_t word;
             std::memcpy(&word, r + i, 8);
@@ -725,26 +914,25 @@ class HyperLogLog {
             ++h[2][r[i + 6] & 63];
             ++h[3][r[i + 7] & 63];
         }
-        kxq0_ = 0;
-        kxq1_ = 0;
-        for (int k = 0; k < 64; ++k) {
-            hist_[k] = h[0][k] + h[1][k] + h[2][k] + h[3][k];
-            if (k < 32)
-                kxq0_ += hist_[k] * detail::ds_inv_pow2(k);
-            else
-                kxq1_ += hist_[k] * detail::ds_inv_pow2(k);
-        }
+        std::uint32_t sum[64];
+        for (int k = 0; k < 64; ++k) sum[k] = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+        set_histogram_values(sum);
     }
 
     int p_;
     HashMode mode_;
     bool hip_valid_ = true;
-    std::uint32_t hist_[64];  // hist_[k] = number of registers equal to k
+    // Lazy parts (lazy_ready / lazy_pending / lazy_busy): the histogram and
+    // kxq after a merge, the dense registers of a decoded sparse frame.
+    mutable std::atomic<std::uint8_t> hist_state_{lazy_ready};
+    mutable std::atomic<std::uint8_t> regs_state_{lazy_ready};
+    mutable std::uint32_t hist_[64];  // hist_[k] = number of registers equal to k
     double hip_ = 0.0;
-    double kxq0_ = 0.0;  // sum of 2^-R over registers R < 32
-    double kxq1_ = 0.0;  // ... and R >= 32
+    mutable double kxq0_ = 0.0;  // sum of 2^-R over registers R < 32
+    mutable double kxq1_ = 0.0;  // ... and R >= 32
     std::uint64_t total_ = 0;
-    std::vector<std::uint8_t> registers_;  // empty until the first add
+    mutable std::vector<std::uint8_t> registers_;  // empty until the first add
+    std::vector<std::uint32_t> sparse_;             // (index << 8) | value, ascending, while registers_ is pending
 };
 
 static_assert(MergeableSummary<HyperLogLog>);
