@@ -1,10 +1,10 @@
-// SlidingCounter::allow() next to the seed's algorithm as written (runtime n,
+// SlidingCounter::allow() next to the textbook ring of sub-buckets (runtime n,
 // std::vector<uint64_t>, O(n) sum, division, double) and a bare ring-counter
 // loop (the floor: one increment of a ring slot per call), all in one run.
 //
 // Names: BM_allow<slot,total|sum,pow2|div>/<Slots>. The suffix after '/' is the
 // slot count, so scripts/bench_summary.py compares each with
-// BM_seed_baseline/<same n>.
+// BM_ring_baseline/<same n>.
 //
 // Time stream: `now` advances 1..7 ns per call (a fixed pseudo-random table),
 // buckets are 1024 ns (pow2) or 1000 ns (div), so the ring rolls every ~250
@@ -16,6 +16,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_support.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -26,7 +28,7 @@
 
 namespace {
 
-bool quick() { return std::getenv("TALLY_BENCH_QUICK") != nullptr; }
+using tally::bench::quick;
 
 // benchmark 1.7.1's non-const DoNotOptimize uses an in/out "+m,r" asm operand
 // that g++ 12 -O3 miscompiles here (the value read back is wrong); the const
@@ -53,10 +55,11 @@ std::uint64_t limit_for(std::uint64_t window_ns, bool overload) {
     return overload ? rate / 2 : rate * 2;
 }
 
-// The seed's SlidingCounter, transcribed as written (Rust -> C++).
-class SeedCounter {
+// The textbook ring: a runtime-sized vector of buckets, advanced one bucket
+// at a time, summed on every read, decided in double arithmetic.
+class TextbookRing {
   public:
-    SeedCounter(std::size_t n, std::uint64_t bucket_ns) : slots_(n, 0), bucket_ns_(bucket_ns) {}
+    TextbookRing(std::size_t n, std::uint64_t bucket_ns) : slots_(n, 0), bucket_ns_(bucket_ns) {}
     void advance(std::uint64_t b) {
         if (b > newest_) {
             const std::uint64_t n = slots_.size();
@@ -96,8 +99,8 @@ class SeedCounter {
     std::uint64_t newest_ = 0;
 };
 
-void BM_seed_baseline(benchmark::State& state, std::size_t n) {
-    SeedCounter c(n, 1000);
+void BM_ring_baseline(benchmark::State& state, std::size_t n) {
+    TextbookRing c(n, 1000);
     const std::uint64_t limit = limit_for((n - 1) * 1000, false);
     const auto& st = steps();
     std::uint64_t now = 1'000'000'000, admitted = 0;
@@ -184,8 +187,8 @@ void register_slots() {
     constexpr tally::SlidingOptions total_div{.running_total = true, .pow2_buckets = false};
     constexpr tally::SlidingOptions sum_pow2{.running_total = false, .pow2_buckets = true};
     constexpr tally::SlidingOptions sum_div{.running_total = false, .pow2_buckets = false};
-    benchmark::RegisterBenchmark(("BM_seed_baseline/" + std::to_string(N)).c_str(),
-                                 [](benchmark::State& s) { BM_seed_baseline(s, N); });
+    benchmark::RegisterBenchmark(("BM_ring_baseline/" + std::to_string(N)).c_str(),
+                                 [](benchmark::State& s) { BM_ring_baseline(s, N); });
     benchmark::RegisterBenchmark(("BM_bare_ring_floor/" + std::to_string(N)).c_str(), BM_bare_ring_floor<N>);
     register_allow<std::uint32_t, N, total_pow2>(true);
     register_allow<std::uint32_t, N, total_div>(true);

@@ -1,5 +1,7 @@
 #include <tally/core/serialize.hpp>
 
+#include <bit>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -130,4 +132,18 @@ TEST_CASE("varint rejects overlong encodings", "[serialize]") {
     overflow.push_back(std::byte{0x02});  // 10th byte may only carry bit 63
     ByteReader r2(overflow);
     CHECK_THROWS_AS(r2.varint(), FormatError);
+}
+
+TEST_CASE("little_endian is the identity here and a byte swap on big-endian targets", "[serialize]") {
+    constexpr std::uint32_t v = 0x11223344u;
+    constexpr std::uint32_t want = std::endian::native == std::endian::little ? v : 0x44332211u;
+    STATIC_REQUIRE(tally::detail::little_endian(v) == want);
+    STATIC_REQUIRE(tally::detail::little_endian(tally::detail::little_endian(std::uint64_t{0x0102030405060708})) ==
+                   0x0102030405060708);
+    tally::ByteWriter w;
+    w.u32(v);
+    const auto bytes = w.take();
+    REQUIRE(bytes.size() == 4);
+    CHECK(bytes[0] == std::byte{0x44});
+    CHECK(bytes[3] == std::byte{0x11});
 }

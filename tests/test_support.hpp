@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <tally/detail/primitives.hpp>
+
 namespace tally::test {
 
 /// Size of a big statistical test: `full` in optimized builds, `small` in
@@ -44,8 +46,7 @@ class Rng {
     }
     /// Uniform in [0, n), n > 0 (Lemire's multiply-shift; bias < n / 2^64).
     std::uint64_t below(std::uint64_t n) noexcept {
-        __extension__ typedef unsigned __int128 u128;
-        return static_cast<std::uint64_t>((static_cast<u128>(next()) * n) >> 64);
+        return static_cast<std::uint64_t>((static_cast<detail::uint128>(next()) * n) >> 64);
     }
     /// Uniform in [0, 1).
     double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
@@ -76,6 +77,7 @@ class Zipf {
 
 /// The what() of the `Exception` that `f()` throws, or "(no exception)".
 /// Any other exception propagates, so the test fails on the wrong type too.
+/// Prefer CHECK_THROWS_WITH (plus CHECK_THROWS_AS for the type) in new tests.
 template <class Exception = std::invalid_argument, class F>
 std::string message_of(F&& f) {
     try {

@@ -5,6 +5,8 @@
 // and pass the same value on.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <concepts>
@@ -14,7 +16,7 @@
 #include <time.h>
 #endif
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// A source of monotonic time in integer nanoseconds.
 template <class C>
@@ -22,10 +24,10 @@ concept Clock = requires {
     { C::now_ns() } -> std::same_as<std::uint64_t>;
 };
 
-/// std::chrono::steady_clock in nanoseconds. Thread-safe. About 20-25 ns per
-/// read on a VM without a fast vDSO clock source.
+/// std::chrono::steady_clock in nanoseconds. Thread-safe. Precise, but several
+/// times dearer to read than CoarseClock (docs/benchmarks.md).
 struct SteadyClock {
-    static std::uint64_t now_ns() noexcept {
+    [[nodiscard]] static std::uint64_t now_ns() noexcept {
         return static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(
                 std::chrono::steady_clock::now().time_since_epoch())
@@ -38,7 +40,7 @@ struct SteadyClock {
 /// steady_clock. Thread-safe. Good enough for windows of seconds; not for
 /// sub-millisecond buckets.
 struct CoarseClock {
-    static std::uint64_t now_ns() noexcept {
+    [[nodiscard]] static std::uint64_t now_ns() noexcept {
 #if defined(__linux__) && defined(CLOCK_MONOTONIC_COARSE)
         timespec ts;
         clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -56,7 +58,7 @@ struct CoarseClock {
 /// `ManualClock<struct MyTest>`. Thread-safe (one relaxed atomic per Tag).
 template <class Tag = void>
 struct ManualClock {
-    static std::uint64_t now_ns() noexcept { return time_.load(std::memory_order_relaxed); }
+    [[nodiscard]] static std::uint64_t now_ns() noexcept { return time_.load(std::memory_order_relaxed); }
     static void set(std::uint64_t t) noexcept { time_.store(t, std::memory_order_relaxed); }
     static void advance(std::uint64_t dt) noexcept { time_.fetch_add(dt, std::memory_order_relaxed); }
 
@@ -66,4 +68,4 @@ struct ManualClock {
 
 static_assert(Clock<SteadyClock> && Clock<CoarseClock> && Clock<ManualClock<>>);
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -3,19 +3,20 @@
 // hash64 is wyhash (Wang Yi, github.com/wangyi-fudan/wyhash, final version
 // 4 structure with the default secret of its reference test_vector.cpp; this
 // is our own implementation from the published description). It passes
-// SMHasher, reads each input byte once, and costs about 5 ns for 8-16 byte
-// keys on the 2-core development VM (bench_hash). The published test vectors
-// are checked in tests/test_hash.cpp.
+// SMHasher and reads each input byte once; its published test vectors are
+// checked in tests/test_hash.cpp (speed: docs/benchmarks.md).
 //
 // Hasher<T> turns a value into 64 well-mixed bits for the sketches:
 //   * integers and enums: the SplitMix64 finaliser (Steele, Lea, Flood 2014),
-//     a bijection with full avalanche, about 1 ns;
+//     a bijection with full avalanche;
 //   * floating point by value: +0 and -0 hash alike, every NaN hashes alike;
 //   * std::string, std::string_view, const char*, byte spans: hash64 of the
 //     bytes, so all string forms of the same text agree.
 // Users specialise tally::Hasher<MyType> with a const operator() returning
 // std::uint64_t. Every function here is pure and thread-safe.
 #pragma once
+
+#include "../detail/abi.hpp"
 
 #include <bit>
 #include <cmath>
@@ -28,15 +29,17 @@
 #include <string_view>
 #include <type_traits>
 
+#include "../detail/primitives.hpp"
 #include "platform.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-__extension__ typedef unsigned __int128 uint128_t;
+/// Former spelling of detail::uint128 (primitives.hpp), kept for one release.
+using uint128_t = uint128;
 
 TALLY_ALWAYS_INLINE void wy_mum(std::uint64_t& a, std::uint64_t& b) noexcept {
-    const uint128_t r = static_cast<uint128_t>(a) * b;
+    const uint128 r = static_cast<uint128>(a) * b;
     a = static_cast<std::uint64_t>(r);
     b = static_cast<std::uint64_t>(r >> 64);
 }
@@ -80,7 +83,7 @@ constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
 }  // namespace detail
 
 /// wyhash of `len` bytes at `data`. `data` may be null when len == 0.
-inline std::uint64_t hash64(const void* data, std::size_t len, std::uint64_t seed = 0) noexcept {
+[[nodiscard]] inline std::uint64_t hash64(const void* data, std::size_t len, std::uint64_t seed = 0) noexcept {
     using namespace detail;
     const auto* p = static_cast<const std::uint8_t*>(data);
     seed ^= wy_mix(seed ^ wy_secret[0], wy_secret[1]);
@@ -122,7 +125,7 @@ inline std::uint64_t hash64(const void* data, std::size_t len, std::uint64_t see
     return wy_mix(a ^ wy_secret[0] ^ len, b ^ wy_secret[1]);
 }
 
-inline std::uint64_t hash64(std::string_view s, std::uint64_t seed = 0) noexcept {
+[[nodiscard]] inline std::uint64_t hash64(std::string_view s, std::uint64_t seed = 0) noexcept {
     return hash64(s.data(), s.size(), seed);
 }
 
@@ -198,7 +201,7 @@ concept Hashable = requires(const H& h, const T& v) {
 /// hash of an item through Hasher<std::decay_t<T>>, with string literals and
 /// char arrays treated as strings.
 template <class T>
-std::uint64_t hash_of(const T& item) noexcept {
+[[nodiscard]] std::uint64_t hash_of(const T& item) noexcept {
     using D = std::decay_t<T>;
     if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
         return Hasher<const char*>{}(item);
@@ -207,4 +210,4 @@ std::uint64_t hash_of(const T& item) noexcept {
     }
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

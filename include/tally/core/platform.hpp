@@ -6,20 +6,19 @@
 // are the same on every compiler for a given target.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <cstddef>
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
-#if defined(TALLY_CACHE_LINE_SIZE)
-inline constexpr std::size_t cache_line_size = TALLY_CACHE_LINE_SIZE;
-#elif defined(__APPLE__) && defined(__aarch64__)
-inline constexpr std::size_t cache_line_size = 128;  // M-series L1/L2 line
-#else
-inline constexpr std::size_t cache_line_size = 64;
-#endif
+/// 128 on Apple arm64 (the M-series L1/L2 line), 64 elsewhere, or
+/// TALLY_CACHE_LINE_SIZE (a power of two in [16, 1024]). It is part of the ABI
+/// namespace (detail/abi.hpp), since every slot layout depends on it.
+inline constexpr std::size_t cache_line_size = TALLY_DETAIL_CACHE_LINE_SIZE;
 
-static_assert(cache_line_size >= 16 && (cache_line_size & (cache_line_size - 1)) == 0,
-              "TALLY_CACHE_LINE_SIZE must be a power of two, at least 16");
+static_assert(cache_line_size >= 16 && cache_line_size <= 1024 && (cache_line_size & (cache_line_size - 1)) == 0,
+              "TALLY_CACHE_LINE_SIZE must be a power of two in [16, 1024]");
 
 // Padding between independently written atomics. x86-64 parts prefetch the
 // adjacent line in pairs, so two writers 64 bytes apart still contend; Apple
@@ -32,7 +31,7 @@ inline constexpr std::size_t false_sharing_size = cache_line_size;
 
 static_assert(false_sharing_size >= cache_line_size && (false_sharing_size & (false_sharing_size - 1)) == 0);
 
-}  // namespace tally
+TALLY_END_NAMESPACE
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TALLY_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -44,7 +43,7 @@ static_assert(false_sharing_size >= cache_line_size && (false_sharing_size & (fa
 #define TALLY_ALWAYS_INLINE inline
 #endif
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 // Always inlined: g++ 12 finds these free of side effects, so a call it does
 // not inline (as into a loop built for another target, like the AVX2 batch
@@ -67,4 +66,4 @@ TALLY_ALWAYS_INLINE void prefetch_write(const void* p) noexcept {
 #endif
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -8,10 +8,12 @@
 // Seed::random() is thread-safe.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <cstdint>
 #include <random>
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// A 64-bit hash seed. Seed{} is 0, the reproducible default.
 struct Seed {
@@ -31,4 +33,4 @@ struct Seed {
     friend constexpr bool operator==(Seed, Seed) noexcept = default;
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

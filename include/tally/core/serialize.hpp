@@ -15,6 +15,8 @@
 // ByteWriter and ByteReader are not thread-safe (one per thread).
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,7 @@
 
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// Bytes that are not a valid serialised summary: truncated, wrong magic,
 /// wrong family, unknown version, a parameter out of range, trailing bytes.
@@ -39,6 +41,19 @@ class FormatError : public std::runtime_error {
 
 namespace detail {
 [[noreturn]] inline void throw_format_error(const std::string& message) { throw_as<FormatError>(message); }
+
+/// v in little-endian byte order (and back: the swap is its own inverse).
+template <class U>
+    requires std::is_unsigned_v<U>
+constexpr U little_endian(U v) noexcept {
+    if constexpr (std::endian::native == std::endian::big && sizeof(U) > 1) {
+        U r = 0;
+        for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xff));
+        return r;
+    } else {
+        return v;
+    }
+}
 }  // namespace detail
 
 /// Family ids of the frame header. Values are part of the wire format.
@@ -51,6 +66,7 @@ enum class Family : std::uint8_t {
     reservoir = 6,
     weighted_reservoir = 7,
     tdigest = 8,
+    windowed = 9,  ///< Windowed<S>: a ring of nested S frames
 };
 
 inline constexpr std::uint8_t frame_magic[4] = {'T', 'A', 'L', 'Y'};
@@ -101,16 +117,10 @@ class ByteWriter {
   private:
     template <class U>
     void put_le(U v) {
-        if constexpr (std::endian::native == std::endian::big) v = byteswap(v);
+        v = detail::little_endian(v);
         std::byte b[sizeof(U)];
         std::memcpy(b, &v, sizeof(U));
         bytes_.insert(bytes_.end(), b, b + sizeof(U));
-    }
-    template <class U>
-    static U byteswap(U v) {
-        U r = 0;
-        for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xff));
-        return r;
     }
     std::vector<std::byte> bytes_;
 };
@@ -201,12 +211,7 @@ class ByteReader {
         U v;
         std::memcpy(&v, data_.data() + pos_, sizeof(U));
         pos_ += sizeof(U);
-        if constexpr (std::endian::native == std::endian::big && sizeof(U) > 1) {
-            U r = 0;
-            for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xff));
-            v = r;
-        }
-        return v;
+        return detail::little_endian(v);
     }
 
     std::span<const std::byte> data_;
@@ -218,4 +223,4 @@ inline void format_check(bool ok, const char* message) {
     if (!ok) detail::throw_format_error(std::string("tally: ") + message);
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -1,4 +1,5 @@
-// tally/core/summary.hpp: the MergeableSummary concept every sketch satisfies.
+// tally/core/summary.hpp: the MergeableSummary concept every sketch satisfies,
+// and SummaryObservers, the observers every sketch answers alike.
 //
 // Laws (checked for every summary by tests/merge_laws.hpp):
 //   merge is commutative and associative (exactly for deterministic
@@ -8,8 +9,11 @@
 //   the target unchanged.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <concepts>
 #include <cstddef>
+#include <type_traits>
 #include <iterator>
 #include <ranges>
 #include <span>
@@ -17,7 +21,7 @@
 
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 template <class S>
 concept MergeableSummary = std::copyable<S> && requires(S& s, const S& other, std::span<const std::byte> bytes) {
@@ -25,6 +29,21 @@ concept MergeableSummary = std::copyable<S> && requires(S& s, const S& other, st
     { other.mergeable_with(other) } -> std::same_as<bool>;
     { other.serialize() } -> std::same_as<std::vector<std::byte>>;
     { S::deserialize(bytes) } -> std::same_as<S>;
+};
+
+/// The observers every summary answers with one meaning:
+///   total()         the weight of the stream summarised (items or counts added;
+///                   an integer, or a double for real-valued weights);
+///   empty()         nothing has been added since construction or clear();
+///   memory_bytes()  bytes the summary occupies, heap included;
+///   clear()         back to the state of a newly constructed summary with the
+///                   same parameters (and seed).
+template <class S>
+concept SummaryObservers = requires(S& s, const S& cs) {
+    requires std::is_arithmetic_v<std::remove_cvref_t<decltype(cs.total())>>;
+    { cs.empty() } -> std::same_as<bool>;
+    { cs.memory_bytes() } -> std::same_as<std::size_t>;
+    { s.clear() } -> std::same_as<void>;
 };
 
 /// A copy of `a` merged with `b`. Throws what `merge` throws.
@@ -47,4 +66,4 @@ template <std::ranges::input_range R>
     return result;
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

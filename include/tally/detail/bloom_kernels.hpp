@@ -16,6 +16,8 @@
 // which tests/test_bloom_filter.cpp checks for every k.
 #pragma once
 
+#include "abi.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -42,7 +44,8 @@
 #define TALLY_BLOOM_NEON 0
 #endif
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 /// The salt (odd multiplier) of lane i: SplitMix64 outputs, forced odd. Part
 /// of the wire format (every format version so far): changing them moves every bit.
@@ -565,4 +568,5 @@ inline double bloom_bits_per_key(double fpp, double W, std::uint32_t k) noexcept
     return hi;
 }
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

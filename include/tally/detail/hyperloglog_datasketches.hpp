@@ -12,6 +12,8 @@
 // All functions are pure and thread-safe.
 #pragma once
 
+#include "abi.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -28,7 +30,7 @@
 #include "primitives.hpp"
 #include "throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// The register array type of a DataSketches HllSketch image.
 enum class DataSketchesHll : std::uint8_t {
@@ -37,9 +39,10 @@ enum class DataSketchesHll : std::uint8_t {
     hll_8 = 2,  ///< one byte per register (Spark's hll_sketch_agg)
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 struct Hash128 {
     std::uint64_t h1;
@@ -512,4 +515,5 @@ inline DsHllImage ds_hll_decode(std::span<const std::byte> b, int min_lg_k, int 
     return img;
 }
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

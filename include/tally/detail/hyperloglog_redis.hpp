@@ -30,13 +30,16 @@
 // All functions are pure and thread-safe.
 #pragma once
 
+#include "abi.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 /// Austin Appleby's MurmurHash64A of `len` bytes. `data` may be null when
 /// len == 0. The seed is 64-bit here; Redis passes the 32-bit 0xadc83b19.
@@ -109,4 +112,5 @@ inline void unpack6(const unsigned char* in, std::size_t count, std::uint8_t* re
     }
 }
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

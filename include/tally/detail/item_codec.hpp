@@ -12,6 +12,8 @@
 // Readers compare both bytes with their own T and refuse anything else.
 #pragma once
 
+#include "abi.hpp"
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +24,7 @@
 
 #include "../core/serialize.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// Customisation point: specialise ItemCodec<T> to make a sampler or TopK of
 /// your own type serialisable. Write every field little-endian with the
@@ -158,4 +160,4 @@ struct WireCodec {
 };
 
 }  // namespace detail
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -24,6 +24,8 @@
 //   else refuse the newcomer and count a collision (no key is evicted).
 #pragma once
 
+#include "abi.hpp"
+
 #include <atomic>
 #include <bit>
 #include <concepts>
@@ -48,7 +50,8 @@
 #include "primitives.hpp"
 #include "throw.hpp"
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 template <class K>
 inline constexpr bool keyed_is_char_pointer =
@@ -685,4 +688,5 @@ class KeyedTable {
     std::uint64_t collisions_ = 0;
 };
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

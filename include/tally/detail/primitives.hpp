@@ -3,6 +3,8 @@
 // "out of range" message format. Nothing here knows an algorithm.
 #pragma once
 
+#include "abi.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -12,7 +14,8 @@
 
 #include "throw.hpp"
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 #if defined(__SIZEOF_INT128__)
 __extension__ typedef unsigned __int128 uint128;
@@ -86,4 +89,5 @@ constexpr void check_range(const char* who, const char* name, T value, L lo, H h
     throw_out_of_range_message(who, name, value, lo, hi, bounds);
 }
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

@@ -11,6 +11,8 @@
 // Not thread-safe: each reservoir owns one.
 #pragma once
 
+#include "abi.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +26,8 @@
 #include "item_codec.hpp"
 #include "primitives.hpp"
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 class ReservoirRng {
   public:
@@ -197,4 +200,5 @@ void read_item_descriptor(ByteReader& r, std::uint8_t version, const char* who) 
                            ": version 1 stored this item type in native byte order; it cannot be read portably");
 }
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

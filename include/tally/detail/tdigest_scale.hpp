@@ -3,11 +3,14 @@
 // direct use.
 #pragma once
 
+#include "abi.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 /// The scale function k(q) of one merge pass and its inverse.
 ///
@@ -68,4 +71,5 @@ inline double tdigest_lerp(double a, double b, double t) noexcept {
     return std::min(std::max(v, a), b);  // not std::clamp: no precondition to break
 }
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

@@ -9,13 +9,16 @@
 // weights, and merges) are sorted by (mean, weight) with std::sort.
 #pragma once
 
+#include "abi.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 /// Order-preserving map from double to uint64 (finite doubles; -0.0 maps
 /// just below +0.0) and back.
@@ -87,4 +90,5 @@ inline bool tdigest_less(const Rec& a, const Rec& b) noexcept {
     return a.mean < b.mean || (a.mean == b.mean && a.weight < b.weight);
 }
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // build with -fno-exceptions compiles and aborts with the message instead.
 #pragma once
 
+#include "abi.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -13,7 +15,8 @@
 #define TALLY_HAS_EXCEPTIONS 0
 #endif
 
-namespace tally::detail {
+TALLY_BEGIN_NAMESPACE
+namespace detail {
 
 [[noreturn]] inline void abort_with(const char* kind, const char* what) noexcept {
     std::fprintf(stderr, "tally: %s: %s\n", kind, what);
@@ -34,4 +37,5 @@ template <class Exception>
     throw_as<std::invalid_argument>(message);
 }
 
-}  // namespace tally::detail
+}  // namespace detail
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // (per user AND per tenant AND global).
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +13,7 @@
 
 #include "decision.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// acquire_all(now_ns, cost, limiters...): admits a request of `cost` at
 /// now_ns only if every limiter admits it, and then charges every one;
@@ -77,4 +79,4 @@ Decision acquire_all(std::uint64_t now_ns, std::uint64_t cost, Ls&... limiters) 
     return out;
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

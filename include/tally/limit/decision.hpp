@@ -3,6 +3,8 @@
 // (PerKeyPolicy) that KeyedLimiter builds on.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <concepts>
 #include <cstdint>
 #include <limits>
@@ -10,7 +12,7 @@
 
 #include "quota.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// `retry_after_ns` of a request that can never pass (cost above the limit or
 /// burst): no wait makes it admissible.
@@ -106,4 +108,4 @@ concept PerKeyPolicy =
 template <class L>
 concept KeyedRateLimiter = PerKeyPolicy<L>;
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // rolling out a new quota and watching what it would deny.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <utility>
@@ -9,7 +11,7 @@
 #include "decision.hpp"
 #include "quota.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// DryRun<L>: wraps any limiter L and computes every Decision L would make,
 /// but always admits, counting the requests (and the cost) L would have
@@ -89,4 +91,4 @@ class DryRun {
     std::atomic<std::uint64_t> would_deny_cost_{0};
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

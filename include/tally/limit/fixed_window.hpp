@@ -1,6 +1,8 @@
 // tally/limit/fixed_window.hpp: one counter per window, reset on the boundary.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <cstdint>
 #include <limits>
 
@@ -9,7 +11,7 @@
 #include "decision.hpp"
 #include "quota.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// FixedWindowLimiter: at most `limit` units per aligned window
 /// [k*window_ns, (k+1)*window_ns) of the monotonic clock (windows counted from
@@ -115,4 +117,4 @@ class FixedWindowLimiter {
 
 static_assert(sizeof(FixedWindowLimiter::State) == 16);
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // and AtomicGcra, its lock-free single-word form.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -12,7 +14,7 @@
 #include "decision.hpp"
 #include "quota.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 namespace detail {
 
 /// The emission grid shared by TokenBucket, Gcra and their atomic forms.
@@ -397,4 +399,4 @@ class alignas(false_sharing_size) AtomicGcra {
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(alignof(AtomicGcra) == false_sharing_size && sizeof(AtomicGcra) % false_sharing_size == 0);
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -3,6 +3,8 @@
 // detail/keyed_table.hpp; docs/keyed.md has the layout, bounds and numbers.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +24,7 @@
 #include "decision.hpp"
 #include "quota.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// KeyedLimiter: one rate limiter per key for millions of keys, in memory
 /// fixed at construction, one cache miss per lookup. Bucketized open
@@ -354,4 +356,4 @@ class ConcurrentKeyedLimiter {
     std::uint64_t mask_ = 0;
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

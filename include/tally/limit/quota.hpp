@@ -5,6 +5,8 @@
 // FixedWindowLimiter for Gcra is a one-word change.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -14,7 +16,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// `limit` units per `window_ns` nanoseconds; `burst` is how many units may
 /// pass at one instant for the bucket-style limiters (TokenBucket, Gcra and
@@ -95,4 +97,4 @@ struct Quota {
     }
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // admitted requests); the oracle the approximate limiters are tested against.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -9,7 +11,7 @@
 #include "decision.hpp"
 #include "quota.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// SlidingLogLimiter: keeps the time and cost of every admitted request in
 /// the last window_ns and admits a request of cost c at t iff the admitted
@@ -132,4 +134,4 @@ class SlidingLogLimiter {
     std::uint64_t latest_ = 0;
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // SlidingCounter ring and a limit.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -12,7 +14,7 @@
 #include "decision.hpp"
 #include "quota.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// SlidingWindowLimiter: admits a request of cost c at t iff the
 /// SlidingCounter estimate of the admitted cost in (t - W, t] plus c is at most
@@ -161,4 +163,4 @@ class SlidingWindowLimiter {
     State state_{};
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // AtomicTokenBucket, its lock-free single-word form.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -11,7 +13,7 @@
 #include "gcra.hpp"
 #include "quota.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// TokenBucket: a bucket of b = quota.capacity() tokens, refilled at exactly
 /// limit tokens per window_ns; a request of cost c takes c tokens if there are
@@ -189,4 +191,4 @@ class alignas(false_sharing_size) AtomicTokenBucket {
 
 static_assert(alignof(AtomicTokenBucket) == false_sharing_size && sizeof(AtomicTokenBucket) % false_sharing_size == 0);
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // jitter and a deadline (for clients that throttle their own outbound calls).
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -11,7 +13,7 @@
 #include "../detail/primitives.hpp"
 #include "decision.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// Random extra sleep, uniform in [0, max_ns], so that many waiters denied
 /// together do not all wake at the same nanosecond (the "thundering herd").
@@ -121,4 +123,4 @@ WaitResult wait_until_allowed(L& limiter, const C& clock, std::uint64_t cost, st
     return wait_until_allowed(limiter, clock, cost, none, deadline_ns, static_cast<Sleep&&>(sleep));
 }
 
-}  // namespace tally
+TALLY_END_NAMESPACE

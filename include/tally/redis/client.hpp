@@ -3,6 +3,8 @@
 // (Debian 12) and 1.x.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <hiredis/hiredis.h>
 
 #include <pthread.h>
@@ -32,7 +34,8 @@
 #include "options.hpp"
 #include "protocol.hpp"
 
-namespace tally::redis {
+TALLY_BEGIN_NAMESPACE
+namespace redis {
 
 /// Client: blocking hiredis connections to one Redis (or Valkey, Dragonfly)
 /// server, over TCP or a unix socket, or to a Redis Cluster; the limiters
@@ -654,4 +657,5 @@ class Client {
     std::unique_ptr<Shared> s_;
 };
 
-}  // namespace tally::redis
+}  // namespace redis
+TALLY_END_NAMESPACE

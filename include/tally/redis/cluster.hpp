@@ -1,12 +1,15 @@
 // tally/redis/cluster.hpp: Redis Cluster key routing, client-agnostic.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-namespace tally::redis {
+TALLY_BEGIN_NAMESPACE
+namespace redis {
 
 /// Number of hash slots of a Redis Cluster.
 inline constexpr std::uint32_t cluster_slots = 16384;
@@ -53,4 +56,5 @@ inline constexpr std::array<std::uint16_t, 256> crc16_table = [] {
     return crc16(hash_tag(key)) & (cluster_slots - 1);
 }
 
-}  // namespace tally::redis
+}  // namespace redis
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // Redis: the decisions of tally::Gcra, fleet-wide.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -18,7 +20,8 @@
 #include "options.hpp"
 #include "protocol.hpp"
 
-namespace tally::redis {
+TALLY_BEGIN_NAMESPACE
+namespace redis {
 
 /// GcraLimiter: tally::Gcra (ITU-T I.371 virtual scheduling on tally's exact
 /// emission grid) whose per-key state, the theoretical arrival time, lives
@@ -232,4 +235,5 @@ class GcraLimiter {
     std::string error_;
 };
 
-}  // namespace tally::redis
+}  // namespace redis
+TALLY_END_NAMESPACE

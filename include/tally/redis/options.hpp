@@ -1,10 +1,13 @@
 // tally/redis/options.hpp: connection and limiter options of tally::redis.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <chrono>
 #include <string>
 
-namespace tally::redis {
+TALLY_BEGIN_NAMESPACE
+namespace redis {
 
 /// What a limiter answers when Redis cannot decide (down, slower than
 /// command_timeout, an error reply, a foreign value under a key): `open`
@@ -26,4 +29,5 @@ struct Options {
     FailMode on_error = FailMode::closed;
 };
 
-}  // namespace tally::redis
+}  // namespace redis
+TALLY_END_NAMESPACE

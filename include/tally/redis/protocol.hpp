@@ -6,6 +6,8 @@
 // hiredis.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -24,7 +26,8 @@
 #include "../limit/sliding_window.hpp"
 #include "detail/scripts.hpp"
 
-namespace tally::redis {
+TALLY_BEGIN_NAMESPACE
+namespace redis {
 
 /// A RESP reply as plain data (what a client adapter hands to the protocol).
 struct Reply {
@@ -489,4 +492,5 @@ inline LeaseOutcome lease_decode(const Reply& r, const GcraParams& params, std::
 }
 
 }  // namespace protocol
-}  // namespace tally::redis
+}  // namespace redis
+TALLY_END_NAMESPACE

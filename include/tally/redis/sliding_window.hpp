@@ -2,6 +2,8 @@
 // sliding-window counter ring kept in Redis.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +17,8 @@
 #include "options.hpp"
 #include "protocol.hpp"
 
-namespace tally::redis {
+TALLY_BEGIN_NAMESPACE
+namespace redis {
 
 /// SlidingWindowLimiter<Slots>: the sliding-window counter (a ring of Slots
 /// sub-bucket counts, the oldest weighted by the part still inside the
@@ -93,4 +96,5 @@ class SlidingWindowLimiter {
     std::string error_;
 };
 
-}  // namespace tally::redis
+}  // namespace redis
+TALLY_END_NAMESPACE

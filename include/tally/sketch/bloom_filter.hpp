@@ -2,6 +2,8 @@
 // per key, sized with the exact false-positive formula of its layout.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -20,7 +22,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 template <std::size_t BlockBytes>
 class BloomFilter;
@@ -459,4 +461,4 @@ void bloom_force_scalar(BloomFilter<BlockBytes>& f, bool scalar) noexcept {
 }
 }  // namespace detail
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // Usage, proofs, measured tables and the wire format: docs/count_min.md.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -23,7 +25,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// Construction options of CountMin: `CountMin<>(2048, 4, {.conservative = true})`.
 struct CountMinOptions {
@@ -353,4 +355,4 @@ class CountMin {
     std::array<std::uint64_t, max_depth> add_{};
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

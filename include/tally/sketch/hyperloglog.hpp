@@ -4,6 +4,8 @@
 // Details, error tables and the wire format: docs/hyperloglog.md.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -29,7 +31,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 namespace detail {
 
@@ -935,4 +937,4 @@ class HyperLogLog {
 
 static_assert(MergeableSummary<HyperLogLog>);
 
-}  // namespace tally
+TALLY_END_NAMESPACE

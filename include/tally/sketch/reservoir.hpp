@@ -2,6 +2,8 @@
 // stream of unknown length, in one pass, mergeable across shards.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -23,7 +25,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// A uniform random sample without replacement of k items from a stream of
 /// unknown length: Vitter's Algorithm R semantics, skipping with Li's
@@ -360,4 +362,4 @@ class Reservoir {
     std::vector<T> sample_;
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // accurate tails (p99, p99.9) that merges across threads, nodes and time.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -21,7 +23,7 @@
 #include "../detail/tdigest_sort.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// TDigest: a merging t-digest (Dunning & Ertl, "Computing extremely accurate
 /// quantiles using t-digests", arXiv:1902.04023) over weighted real values:
@@ -644,4 +646,4 @@ class TDigest {
     std::vector<double> knot_val_;        // query view: knot values
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -3,6 +3,8 @@
 // docs/top_k.md (guarantee proof, memory, measurements, wire format).
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <concepts>
@@ -25,7 +27,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 namespace detail {
 
 template <class T>
@@ -766,4 +768,4 @@ class TopK {
     [[no_unique_address]] std::conditional_t<is_string, std::size_t, NoArena> arena_live_{};
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // replacement of k items from a stream, in one pass, mergeable.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -22,7 +24,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// k items sampled without replacement with probabilities proportional to
 /// their weights, from a stream of unknown length: Efraimidis & Spirakis,
@@ -328,4 +330,4 @@ class WeightedReservoir {
     std::vector<T> items_;
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

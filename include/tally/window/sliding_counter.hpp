@@ -1,6 +1,8 @@
-// tally/window/sliding_counter.hpp: the seed's ring of sub-buckets, O(1) per
-// add/estimate/allow, exact integer decisions, mergeable.
+// tally/window/sliding_counter.hpp: a sliding-window counter as a ring of
+// sub-buckets, O(1) per add/estimate/allow, exact integer decisions, mergeable.
 #pragma once
+
+#include "../detail/abi.hpp"
 
 #include <algorithm>
 #include <array>
@@ -16,6 +18,7 @@
 
 #include "../core/platform.hpp"
 #include "../core/serialize.hpp"
+#include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
 // Rare paths (ring roll, saturation) stay out of line so the inlined allow()
@@ -26,7 +29,7 @@
 #define TALLY_DETAIL_COLD
 #endif
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 /// Options of SlidingCounter (a structural class type, so it can be a
 /// template argument). Portable spelling:
@@ -52,26 +55,25 @@ struct SlidingEstimate {
     std::uint64_t kept_ns = 1;    ///< part of the oldest bucket still inside, in [1, bucket_ns]
     std::uint64_t bucket_ns = 1;  ///< bucket width, > 0
 
-    /// The estimate as a double, with the seed's expression
-    /// (rest + oldest * (kept / bucket)); exact whenever bucket_ns is a power of two
-    /// and the counts are below 2^53.
-    double value() const noexcept {
+    /// The estimate as a double, rest + oldest * (kept / bucket); exact
+    /// whenever bucket_ns is a power of two and the counts are below 2^53.
+    [[nodiscard]] double value() const noexcept {
         return static_cast<double>(rest) +
                static_cast<double>(oldest) * (static_cast<double>(kept_ns) / static_cast<double>(bucket_ns));
     }
     /// floor(estimate), exact.
-    std::uint64_t floor() const noexcept {
+    [[nodiscard]] std::uint64_t floor() const noexcept {
         return rest + static_cast<std::uint64_t>(wide(oldest) * kept_ns / bucket_ns);
     }
     /// ceil(estimate), exact.
-    std::uint64_t ceil() const noexcept {
+    [[nodiscard]] std::uint64_t ceil() const noexcept {
         const wide num = wide(oldest) * kept_ns;
         return rest + static_cast<std::uint64_t>((num + bucket_ns - 1) / bucket_ns);
     }
-    /// Exactly the seed's rule `estimate + cost <= limit` in real arithmetic.
-    /// Never true when cost > limit; with limit == 0 only cost == 0 on an
-    /// empty window passes. No overflow for any arguments (128-bit products).
-    bool admits(std::uint64_t limit, std::uint64_t cost = 1) const noexcept {
+    /// `estimate + cost <= limit` in exact rational arithmetic. Never true
+    /// when cost > limit; with limit == 0 only cost == 0 on an empty window
+    /// passes. No overflow for any arguments (128-bit products).
+    [[nodiscard]] bool admits(std::uint64_t limit, std::uint64_t cost = 1) const noexcept {
         if (cost > limit) return false;
         const std::uint64_t room = limit - cost;
         if (rest > room) return false;
@@ -83,99 +85,36 @@ struct SlidingEstimate {
     }
 
   private:
-    __extension__ typedef unsigned __int128 wide;
+    using wide = detail::uint128;
 };
 
-/// SlidingCounter: a sliding-window event counter built from a ring of
-/// `Slots` sub-bucket counters, each `bucket_ns` wide.
+/// SlidingCounter: events in the sliding window (now - W, now], kept as a ring
+/// of `Slots` sub-bucket counters `bucket_ns` wide; W = (Slots - 1) * bucket_ns.
 ///
-/// Source: the seed `shared/seeds/000_2de4a45f159dc4ae.txt` (the ring of
-/// sub-buckets; `Slots = 2` is Cloudflare's "previous + current" counter,
-/// J. Desgats, "How we built rate limiting capable of scaling to millions of
-/// domains", 2017). The window is W = (Slots - 1) * bucket_ns. At time t with
-/// bucket index B = t / bucket_ns and elapsed = t mod bucket_ns, the estimate is
+/// Source: the sliding-window counter of Cloudflare's rate limiter (J. Desgats,
+/// "How we built rate limiting capable of scaling to millions of domains",
+/// 2017), whose "previous + current" pair is Slots = 2, generalised to a ring.
+/// With B = now / bucket_ns and e = now mod bucket_ns:
+///     estimate(now) = sum(count[B-Slots+2 .. B]) + count[B-Slots+1] * (bucket_ns - e) / bucket_ns
+/// Guarantee: |estimate(now) - exact count in (now - W, now]| <= count[B-Slots+1]
+/// (only where the oldest bucket's events fell is guessed). allow(now, limit,
+/// cost) admits iff estimate(now) + cost <= limit in exact rational arithmetic
+/// (128-bit products: no rounding, no overflow for any argument).
+/// A late event lands in its own bucket while that bucket is in the ring; the
+/// ring never moves back; counts saturate at max(Slot), newest counts first.
+/// docs/sliding_counter.md has the full semantics, layouts and wire format.
 ///
-///     estimate(t) = sum(count[B-Slots+2 .. B]) + count[B-Slots+1] * (bucket_ns - elapsed) / bucket_ns
+/// Complexity: O(1) per call within a bucket, O(Slots) when the ring rolls to
+/// a new bucket (O(Slots) per call without running_total).
+/// Memory: State = round_up(Slots * sizeof(Slot), 8) + 8 bytes (64 bytes, one
+/// x86 line, for <std::uint32_t, 14>); the counter adds 16 bytes of policy.
+/// Thread safety: none; even reads advance the ring. The const State overloads
+/// touch only the State passed in, so one const counter can be the policy for
+/// many States used on many threads.
 ///
-/// i.e. the Slots-1 newest buckets fully plus the part of the oldest one
-/// still inside (t - W, t], assuming its events were spread evenly.
-///
-/// Error guarantee: |estimate(t) - true count in (t - W, t]| <= count[B-Slots+1]
-/// (the oldest bucket's count; only its placement is guessed). With smooth
-/// traffic that is about 1/(Slots-1) of the window total.
-///
-/// Decisions: allow(now, limit, cost) admits iff estimate(now) + cost <= limit
-/// holds in EXACT rational arithmetic (the seed's formula without rounding);
-/// it is evaluated with 64x64->128-bit integer products, so no decision ever
-/// differs from the exact-rational one and no argument can overflow.
-/// cost > limit is always denied; limit == 0 admits only cost == 0 on an empty
-/// window; cost == 0 asks "is the window within the limit" and charges nothing.
-///
-/// Semantics (exactly the seed's): the ring always advances before it is read;
-/// `newest` never moves backwards; an event older than the newest bucket lands
-/// in its own bucket while that bucket is still in the ring and is dropped
-/// otherwise (add); an idle gap zeroes at most Slots slots. Reading at a time
-/// behind `newest` evaluates the window at the start of the newest bucket
-/// (elapsed = 0, the largest estimate the state can give). One deliberate
-/// difference: a request ADMITTED by allow() whose bucket already left the ring
-/// (the clock stepped far backwards) is charged to the newest bucket instead of
-/// being dropped, so a backwards clock never admits requests for free.
-///
-/// Saturation: the ring's total count saturates at max(Slot). When an add or a
-/// merge would exceed it, the excess is taken from the OLDEST buckets first
-/// (newest counts win: the prefix sums counted from the newest bucket are
-/// clamped at max(Slot)). That rule is the one that keeps merge associative
-/// and commutative; with u32/u64 slots it is unreachable in practice.
-///
-/// Memory: the per-key state (nested `State`) is the ring plus the newest
-/// bucket index, nothing else: sizeof(State) = round_up(Slots*sizeof(Slot), 8) + 8.
-/// The running total costs nothing: with running_total the ring slot of the
-/// newest bucket holds the ring's TOTAL instead of the newest bucket's count
-/// (which is total minus the other slots), so add at the newest bucket is one
-/// increment and estimate is total - oldest. The price is one O(Slots) sum
-/// when the ring rolls to a new bucket (the seed's roll is O(buckets skipped)).
-/// The promise: `SlidingCounter<std::uint32_t, 14>::State` (default options,
-/// running total on) is exactly 64 bytes, one cache line when the table that
-/// stores it aligns it to one (State itself is only 8-byte aligned, so it can
-/// sit next to a key).
-///
-///     Slot   fits 64 bytes (one x86 line)   fits 128 bytes (one Apple line)
-///     u16    Slots <= 28                    Slots <= 60
-///     u32    Slots <= 14                    Slots <= 30
-///     u64    Slots <= 7                     Slots <= 15
-///
-/// (the same with and without running_total or pow2_buckets). The
-/// SlidingCounter object adds the policy: bucket width (+ shift), 16 bytes.
-///
-/// Complexity: add/estimate/allow O(1) within a bucket (running_total), O(Slots)
-/// when the ring rolls; without running_total estimate/allow/add are O(Slots)
-/// (add sums the ring to saturate exactly as the running-total form does).
-///
-/// Thread safety: none inside. add/estimate/allow/read all mutate (reading
-/// advances the ring); give each thread its own counter and merge at read time
-/// (merge aligns rings by absolute bucket index). The const State primitives
-/// touch only the State passed in, so distinct States may be used from distinct
-/// threads concurrently with one shared (const) SlidingCounter as the policy.
-///
-/// Example (per-minute limit of 100 with 1 s resolution):
-///
-///     tally::SlidingCounter<std::uint32_t, 61> per_minute(1'000'000'000);
-///     const std::uint64_t now = tally::SteadyClock::now_ns();
-///     if (per_minute.allow(now, 100)) { /* serve */ } else { /* 429 */ }
-///
-/// Serialized format (family 1 = Family::sliding_counter, version 1), little-endian:
-///
-///     offset      size        field
-///     0           8           frame header (tally/core/serialize.hpp)
-///     8           1           slot width w in bytes: 2, 4 or 8 (must equal sizeof(Slot))
-///     9           4           Slots (u32, must equal the type's Slots)
-///     13          8           bucket_ns (u64, in [1, max_bucket_ns]; a power of two for pow2_buckets)
-///     21          8           newest bucket index (u64)
-///     29          w * Slots   counts, oldest bucket (newest - Slots + 1) first, newest last
-///
-/// The counts are plain per-bucket counts whatever running_total is, so bytes
-/// move between the running_total variants of one Slot/Slots. Deserialize also
-/// rejects a ring total above max(Slot) and counts for buckets below index 0.
+///     tally::SlidingCounter<std::uint32_t, 61> per_minute(1'000'000'000);  // 60 s window, 1 s buckets
+///     if (per_minute.allow(now_ns, 100)) serve(); else reject();
+///     double in_window = per_minute.estimate(now_ns);
 template <class Slot = std::uint32_t, std::size_t Slots = 8, SlidingOptions Options = SlidingOptions{}>
 class SlidingCounter {
     static_assert(std::same_as<Slot, std::uint16_t> || std::same_as<Slot, std::uint32_t> ||
@@ -210,12 +149,12 @@ class SlidingCounter {
     /// bucket_ns: width of one bucket in ns, in [1, max_bucket_ns]; a power of
     /// two when Options.pow2_buckets. Throws std::invalid_argument otherwise.
     explicit SlidingCounter(std::uint64_t bucket_ns) : state_{}, bucket_ns_(bucket_ns), shift_(0) {
-        if (bucket_ns == 0 || bucket_ns > max_bucket_ns)
-            detail::throw_invalid_argument("tally::SlidingCounter: bucket_ns " + std::to_string(bucket_ns) +
-                                           " is out of range [1, " + std::to_string(max_bucket_ns) + "]");
+        detail::check_range("tally::SlidingCounter::SlidingCounter", "bucket_ns", bucket_ns, std::uint64_t{1},
+                            max_bucket_ns);
         if constexpr (Options.pow2_buckets) {
             if (!std::has_single_bit(bucket_ns))
-                detail::throw_invalid_argument("tally::SlidingCounter: bucket_ns " + std::to_string(bucket_ns) +
+                detail::throw_invalid_argument("tally::SlidingCounter::SlidingCounter: bucket_ns " +
+                                               std::to_string(bucket_ns) +
                                                " is not a power of two (pow2_buckets requires one, e.g. " +
                                                std::to_string(std::bit_floor(bucket_ns)) + " or " +
                                                std::to_string(bucket_ns > (max_bucket_ns >> 1)
@@ -231,30 +170,46 @@ class SlidingCounter {
     /// Counts `count` events at now_ns (late events: see class comment).
     void add(std::uint64_t now_ns, Slot count = 1) noexcept { add(state_, now_ns, count); }
     /// Estimated events in (now - window, now]; advances the ring first.
-    double estimate(std::uint64_t now_ns) noexcept { return estimate(state_, now_ns); }
+    [[nodiscard]] double estimate(std::uint64_t now_ns) noexcept { return estimate(state_, now_ns); }
     /// Admits iff estimate(now) + cost <= limit (exact); if admitted, counts cost.
     bool allow(std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost = 1) noexcept {
         return allow(state_, now_ns, limit, cost);
     }
     /// The exact estimate at now as a rational (advances the ring first).
-    SlidingEstimate read(std::uint64_t now_ns) noexcept { return read(state_, now_ns); }
+    [[nodiscard]] SlidingEstimate read(std::uint64_t now_ns) noexcept { return read(state_, now_ns); }
 
-    std::uint64_t window_ns() const noexcept { return (Slots - 1) * bucket_ns_; }
-    std::uint64_t bucket_ns() const noexcept { return bucket_ns_; }
+    [[nodiscard]] std::uint64_t window_ns() const noexcept { return (Slots - 1) * bucket_ns_; }
+    [[nodiscard]] std::uint64_t bucket_ns() const noexcept { return bucket_ns_; }
     /// Absolute index of the newest bucket seen (0 for a fresh counter).
-    std::uint64_t newest_bucket() const noexcept { return state_.newest; }
+    [[nodiscard]] std::uint64_t newest_bucket() const noexcept { return state_.newest; }
     /// Per-bucket counts, oldest (newest_bucket() - Slots + 1) first; not advanced.
-    std::array<Slot, Slots> counts() const noexcept { return counts(state_); }
-    State& state() noexcept { return state_; }
-    const State& state() const noexcept { return state_; }
+    [[nodiscard]] std::array<Slot, Slots> counts() const noexcept { return counts(state_); }
+    [[nodiscard]] State& state() noexcept { return state_; }
+    [[nodiscard]] const State& state() const noexcept { return state_; }
+
+    // ---- Summary observers (as of the newest bucket seen; nothing advances) --
+
+    /// Events held in the ring as of newest_bucket(): the window's count
+    /// before any expiry that a later read would apply. O(Slots).
+    [[nodiscard]] std::uint64_t total() const noexcept {
+        std::uint64_t t = 0;
+        for (const Slot c : counts(state_)) t += c;
+        return t;
+    }
+    /// True iff the ring holds no events.
+    [[nodiscard]] bool empty() const noexcept { return total() == 0; }
+    /// Bytes this counter occupies (it allocates nothing).
+    [[nodiscard]] std::size_t memory_bytes() const noexcept { return sizeof(*this); }
+    /// Back to a fresh counter (State{}); the bucket width stays.
+    void clear() noexcept { state_ = State{}; }
 
     // ---- State primitives (policy = this counter's bucket width) ----------
     // All noexcept, O(1) within a bucket, no UB for any argument. They never
     // touch the counter's own state_, so one const SlidingCounter can serve as
     // the policy for millions of States in a keyed table.
 
-    /// add(): count `count` events at now_ns into `s` (seed semantics: a late
-    /// event lands in its own bucket while in the ring, else is dropped).
+    /// add(): count `count` events at now_ns into `s` (a late event lands in
+    /// its own bucket while that bucket is in the ring, else is dropped).
     void add(State& s, std::uint64_t now_ns, Slot count = 1) const noexcept {
         const std::uint64_t b = bucket_of(now_ns);
         advance(s, b);
@@ -272,7 +227,7 @@ class SlidingCounter {
     }
 
     /// read(): advance `s` to now_ns, then return the exact estimate parts.
-    SlidingEstimate read(State& s, std::uint64_t now_ns) const noexcept {
+    [[nodiscard]] SlidingEstimate read(State& s, std::uint64_t now_ns) const noexcept {
         const std::uint64_t b = bucket_of(now_ns);
         advance(s, b);
         const std::uint64_t e = b < s.newest ? 0 : elapsed_of(now_ns, b);
@@ -284,11 +239,11 @@ class SlidingCounter {
     }
 
     /// estimate(): read(s, now).value().
-    double estimate(State& s, std::uint64_t now_ns) const noexcept { return read(s, now_ns).value(); }
+    [[nodiscard]] double estimate(State& s, std::uint64_t now_ns) const noexcept { return read(s, now_ns).value(); }
 
     /// would_allow(): the decision allow() would take, without charging
     /// (still advances `s`, which changes nothing observable).
-    bool would_allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost = 1) const noexcept {
+    [[nodiscard]] bool would_allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost = 1) const noexcept {
         return read(s, now_ns).admits(limit, cost);
     }
 
@@ -311,10 +266,11 @@ class SlidingCounter {
         return true;
     }
 
-    /// is_empty(): true iff `s` is indistinguishable from State{} for every
+    /// is_fresh(): true iff `s` is indistinguishable from State{} for every
     /// operation at times >= now_ns (every count still in the window at now is
-    /// zero, and now is not behind s.newest). A keyed table may then drop it.
-    bool is_empty(const State& s, std::uint64_t now_ns) const noexcept {
+    /// zero, and now is not behind s.newest). A keyed table may then drop it;
+    /// the same name and meaning as the limiters' is_fresh.
+    [[nodiscard]] bool is_fresh(const State& s, std::uint64_t now_ns) const noexcept {
         const std::uint64_t b = bucket_of(now_ns);
         if (b < s.newest) return false;
         const std::uint64_t d = b - s.newest;
@@ -325,10 +281,13 @@ class SlidingCounter {
         return true;
     }
 
+    /// Former name of is_fresh(); will be removed after one release.
+    [[nodiscard]] bool is_empty(const State& s, std::uint64_t now_ns) const noexcept { return is_fresh(s, now_ns); }
+
     /// retry_after_ns(): the smallest w >= 0 such that allow(s, now + w, limit,
     /// cost) would admit if nothing else is counted meanwhile; 0 if it admits
     /// now; UINT64_MAX if never (cost > limit) or beyond 2^64 - 1. O(Slots).
-    std::uint64_t retry_after_ns(const State& s0, std::uint64_t now_ns, std::uint64_t limit,
+    [[nodiscard]] std::uint64_t retry_after_ns(const State& s0, std::uint64_t now_ns, std::uint64_t limit,
                                  std::uint64_t cost = 1) const noexcept {
         constexpr std::uint64_t never = ~std::uint64_t{0};
         if (cost > limit) return never;
@@ -370,7 +329,7 @@ class SlidingCounter {
 
     /// drain_ns(): time from now_ns until the estimate reaches 0 if nothing else
     /// is counted (0 if it is 0 now). Saturates at UINT64_MAX. O(Slots).
-    std::uint64_t drain_ns(const State& s0, std::uint64_t now_ns) const noexcept {
+    [[nodiscard]] std::uint64_t drain_ns(const State& s0, std::uint64_t now_ns) const noexcept {
         State s = s0;
         const std::uint64_t b = bucket_of(now_ns);
         advance(s, b);
@@ -392,7 +351,7 @@ class SlidingCounter {
 
     /// counts(): per-bucket counts of `s`, oldest (s.newest - Slots + 1) first,
     /// as of s.newest (not advanced). O(Slots).
-    static std::array<Slot, Slots> counts(const State& s) noexcept {
+    [[nodiscard]] static std::array<Slot, Slots> counts(const State& s) noexcept {
         std::array<Slot, Slots> c{};
         const std::size_t p = pos_of(s.newest);
         std::size_t q = p;
@@ -405,7 +364,7 @@ class SlidingCounter {
     }
 
     /// The bucket index of a time under this policy.
-    std::uint64_t bucket_of(std::uint64_t now_ns) const noexcept {
+    [[nodiscard]] std::uint64_t bucket_of(std::uint64_t now_ns) const noexcept {
         if constexpr (Options.pow2_buckets)
             return now_ns >> shift_;
         else
@@ -415,7 +374,7 @@ class SlidingCounter {
     // ---- MergeableSummary -------------------------------------------------
 
     /// Same bucket width (Slot and Slots are part of the type).
-    bool mergeable_with(const SlidingCounter& other) const noexcept { return bucket_ns_ == other.bucket_ns_; }
+    [[nodiscard]] bool mergeable_with(const SlidingCounter& other) const noexcept { return bucket_ns_ == other.bucket_ns_; }
 
     /// Adds `other`'s counts bucket by bucket, aligned by absolute bucket
     /// index; the result's newest is the later of the two (the lagging ring is
@@ -447,7 +406,8 @@ class SlidingCounter {
         return *this;
     }
 
-    std::vector<std::byte> serialize() const {
+    /// Wire format: family sliding_counter, version 1 (docs/wire-format.md).
+    [[nodiscard]] std::vector<std::byte> serialize() const {
         ByteWriter w(frame_header_size + 21 + sizeof(Slot) * Slots);
         w.header(Family::sliding_counter, 1);
         w.u8(static_cast<std::uint8_t>(sizeof(Slot)));
@@ -465,21 +425,26 @@ class SlidingCounter {
         return w.take();
     }
 
-    static SlidingCounter deserialize(std::span<const std::byte> bytes) {
+    /// Throws tally::FormatError on bytes serialize() cannot have produced for
+    /// this Slot, Slots and Options.
+    [[nodiscard]] static SlidingCounter deserialize(std::span<const std::byte> bytes) {
         ByteReader r(bytes);
         r.header(Family::sliding_counter, 1);
         const std::uint8_t width = r.u8();
         if (width != sizeof(Slot))
-            detail::throw_format_error("tally::SlidingCounter: slot width " + std::to_string(width) +
+            detail::throw_format_error("tally::SlidingCounter::deserialize: slot width " + std::to_string(width) +
                                        " bytes where " + std::to_string(sizeof(Slot)) + " was expected");
         const std::uint32_t slots = r.u32();
         if (slots != Slots)
-            detail::throw_format_error("tally::SlidingCounter: " + std::to_string(slots) + " slots where " +
+            detail::throw_format_error("tally::SlidingCounter::deserialize: " + std::to_string(slots) + " slots where " +
                                        std::to_string(Slots) + " were expected");
         const std::uint64_t bucket = r.u64();
-        format_check(bucket != 0 && bucket <= max_bucket_ns, "SlidingCounter: bucket_ns out of range");
+        if (bucket == 0 || bucket > max_bucket_ns)
+            detail::throw_format_error(
+                detail::out_of_range_message("tally::SlidingCounter::deserialize", "bucket_ns", bucket,
+                                             std::uint64_t{1}, max_bucket_ns));
         if constexpr (Options.pow2_buckets)
-            format_check(std::has_single_bit(bucket), "SlidingCounter: bucket_ns is not a power of two");
+            if (!std::has_single_bit(bucket)) fail("bucket_ns is not a power of two");
         const std::uint64_t newest = r.u64();
         r.count(Slots, sizeof(Slot), Slots, "SlidingCounter slot");
         std::array<Slot, Slots> c{};
@@ -491,10 +456,10 @@ class SlidingCounter {
                 c[i] = r.u32();
             else
                 c[i] = r.u64();
-            format_check(c[i] <= max_count - total, "SlidingCounter: ring total exceeds the slot maximum");
+            if (c[i] > max_count - total) fail("ring total exceeds the slot maximum");
             total += c[i];
             // Oldest-first index i is bucket newest - (Slots-1-i); below 0 it never existed.
-            format_check(c[i] == 0 || newest >= Slots - 1 - i, "SlidingCounter: count for a bucket before index 0");
+            if (c[i] != 0 && newest < Slots - 1 - i) fail("count for a bucket before index 0");
         }
         r.expect_end();
         SlidingCounter out(bucket);
@@ -504,7 +469,11 @@ class SlidingCounter {
     }
 
   private:
-    __extension__ typedef unsigned __int128 wide;
+    using wide = detail::uint128;
+
+    [[noreturn]] static void fail(const char* what) {
+        detail::throw_format_error(std::string("tally::SlidingCounter::deserialize: ") + what);
+    }
 
     static std::size_t pos_of(std::uint64_t bucket) noexcept { return static_cast<std::size_t>(bucket % Slots); }
     static std::size_t next_pos(std::size_t p) noexcept { return p + 1 == Slots ? 0 : p + 1; }
@@ -633,4 +602,4 @@ class SlidingCounter {
     unsigned shift_;
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

@@ -2,6 +2,8 @@
 // mergeable summary (distinct users in the last hour, p99 over 5 minutes).
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
@@ -27,7 +29,7 @@
 #define TALLY_DETAIL_WINDOWED_COLD
 #endif
 
-namespace tally {
+TALLY_BEGIN_NAMESPACE
 
 namespace detail {
 
@@ -570,4 +572,4 @@ class Windowed {
     bool view_ok_ = false;
 };
 
-}  // namespace tally
+TALLY_END_NAMESPACE

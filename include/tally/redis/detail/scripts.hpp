@@ -13,9 +13,12 @@
 // from the state the script read, so they are tally's by construction.
 #pragma once
 
+#include "../../detail/abi.hpp"
+
 #include <string_view>
 
-namespace tally::redis::detail {
+TALLY_BEGIN_NAMESPACE
+namespace redis::detail {
 
 // Shared helpers: base-2^16 digits of x < 2^53, x * y as eight digits, and
 // the sign of x1*y1 - x2*y2.
@@ -354,4 +357,5 @@ end
 return out
 )lua";
 
-}  // namespace tally::redis::detail
+}  // namespace redis::detail
+TALLY_END_NAMESPACE
