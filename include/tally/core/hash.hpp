@@ -35,8 +35,6 @@
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-/// Former spelling of detail::uint128 (primitives.hpp), kept for one release.
-using uint128_t = uint128;
 
 TALLY_ALWAYS_INLINE void wy_mum(std::uint64_t& a, std::uint64_t& b) noexcept {
     const uint128 r = static_cast<uint128>(a) * b;

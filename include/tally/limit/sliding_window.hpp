@@ -104,7 +104,7 @@ class SlidingWindowLimiter {
         return Decision{false, have, retry, from_now(t, lead, counter_.drain_ns(s, t))};
     }
     [[nodiscard]] bool is_fresh(const State& s, std::uint64_t now_ns) const noexcept {
-        return counter_.is_empty(s, now_ns);
+        return counter_.is_fresh(s, now_ns);
     }
 
     /// `s` made under `old`'s quota, moved to this quota at now_ns: each

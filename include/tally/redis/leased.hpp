@@ -2,6 +2,8 @@
 // decided locally from leases of tokens charged to Redis up front.
 #pragma once
 
+#include "../detail/abi.hpp"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -24,7 +26,8 @@
 #include "options.hpp"
 #include "protocol.hpp"
 
-namespace tally::redis {
+TALLY_BEGIN_NAMESPACE
+namespace redis {
 
 /// Lease sizing and the local table of a LeasedLimiter.
 struct LeaseOptions {
@@ -351,4 +354,5 @@ class LeasedLimiter {
     std::string error_;
 };
 
-}  // namespace tally::redis
+}  // namespace redis
+TALLY_END_NAMESPACE
