@@ -173,6 +173,7 @@ TEST_CASE("redis GcraLimiter: 10^5 random operations decide exactly as tally::Gc
         Quota quota;
         tally::Gcra local;
         std::uint64_t now;
+        std::uint64_t high;  // the latest caller time used on this key
     };
     std::vector<Key> keys;
     for (std::size_t i = 0; i < kKeys; ++i) {
@@ -184,7 +185,7 @@ TEST_CASE("redis GcraLimiter: 10^5 random operations decide exactly as tally::Gc
         std::string name = "k" + std::to_string(i);
         name.push_back('\0');
         name += "\xff\r\n";
-        keys.push_back(Key{name, q, tally::Gcra(q), start});
+        keys.push_back(Key{name, q, tally::Gcra(q), start, start});
     }
     const std::size_t ops = tally::test::big(100'000, 10'000);
     std::size_t allowed = 0, denied = 0;
@@ -193,10 +194,17 @@ TEST_CASE("redis GcraLimiter: 10^5 random operations decide exactly as tally::Gc
         const std::uint64_t T = k.quota.window_ns / k.quota.limit;
         // Mostly forward in steps around the emission interval, sometimes backwards.
         const std::uint64_t step = rng.below(3 * T + 1);
-        if (rng.below(10) == 0)
+        // A key's TTL runs on the Redis clock (docs/redis.md, TTL bound): a
+        // replayed time may go back only while the key's TTL, set at a caller
+        // time <= high, still has at least 10 s of real time left; otherwise
+        // Redis may rightly have forgotten the key.
+        tally::Gcra probe = k.local;
+        const bool key_surely_alive = probe.try_acquire(k.high, 0).reset_after_ns >= 10 * kSecond;
+        if (rng.below(10) == 0 && key_surely_alive)
             k.now = k.now > step ? k.now - step : 0;
         else
             k.now = k.now > kMax - step ? kMax : k.now + step;
+        k.high = std::max(k.high, k.now);
         const std::uint64_t cap = k.quota.capacity();
         const std::uint64_t cost = rng.below(20) == 0 ? cap + 1 : rng.below(8) == 0 ? 0 : 1 + rng.below(cap < 3 ? cap : 3);
         const Decision want = k.local.try_acquire(k.now, cost);
