@@ -58,8 +58,7 @@ namespace redis {
 ///   max_redirects retries, all within the call's command_timeout. A node
 ///   that fails answers its calls with an error reply (the limiters' fail
 ///   mode); the others keep working. The keys of one call share a slot.
-/// - SIGPIPE from a peer that went away is blocked for the writing thread
-///   and discarded, never delivered to the process.
+/// - SIGPIPE from a vanished peer is discarded, never delivered.
 ///
 /// Thread safety: every member is thread-safe; calls on one Client are
 /// serialised by an internal mutex. Use one Client per thread for parallel

@@ -43,10 +43,9 @@ namespace redis {
 /// limit of the list or none. Failure: within command_timeout, Options::
 /// on_error decides, the Decision is degraded and degraded_count() grows.
 ///
-/// Redis Cluster: on a cluster Client a batch is one script call per key,
-/// split per node and pipelined; the keys of
-/// try_acquire_all must share a hash slot (std::invalid_argument otherwise,
-/// before anything is charged).
+/// Redis Cluster: a batch is one script call per key, pipelined per node;
+/// the keys of try_acquire_all must share a hash slot (else
+/// std::invalid_argument, before anything is charged).
 /// Cost: one round trip per call or per batch; the script is O(limits).
 /// Thread safety: all members are thread-safe (the Client serialises I/O).
 /// The limiter keeps a pointer to the Client: it must outlive the limiter.
