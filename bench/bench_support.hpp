@@ -9,8 +9,11 @@
 namespace tally::bench {
 
 /// scripts/bench sets TALLY_BENCH_QUICK=1 for the default (headline) run:
-/// benchmarks then skip their largest sizes.
-inline bool quick() { return std::getenv("TALLY_BENCH_QUICK") != nullptr; }
+/// benchmarks then skip their largest sizes. Unset, empty or "0" means a full run.
+inline bool quick() {
+    const char* q = std::getenv("TALLY_BENCH_QUICK");
+    return q != nullptr && q[0] != '\0' && q[0] != '0';
+}
 
 /// Length of zipf_keys() (a power of two, so loops can wrap with a mask).
 inline constexpr std::size_t stream_len = std::size_t{1} << 20;

@@ -17,11 +17,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bench_support.hpp"
+
 namespace {
 
 using tally::HyperLogLog;
 
-bool quick() { return std::getenv("TALLY_BENCH_QUICK") != nullptr; }
+using tally::bench::quick;
 
 // 16-byte keys, 64K of them, so the loop is not one hot key.
 const std::vector<std::string>& keys16() {

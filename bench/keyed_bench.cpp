@@ -22,6 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench_support.hpp"
+
 namespace {
 
 using Table = tally::KeyedLimiter<std::uint64_t, tally::Gcra>;
@@ -206,7 +208,7 @@ void BM_dependent_miss_floor(benchmark::State& state, std::size_t n, bool) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const bool quick = std::getenv("TALLY_BENCH_QUICK") != nullptr;
+    const bool quick = tally::bench::quick();
     std::vector<std::size_t> sizes{1u << 10, 1u << 16, 1u << 20};
     if (!quick) sizes.push_back(1u << 24);
     for (const std::size_t n : sizes) {

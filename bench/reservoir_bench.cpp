@@ -19,12 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
+
 namespace {
 
-bool quick() {
-    const char* q = std::getenv("TALLY_BENCH_QUICK");
-    return q != nullptr && q[0] != '\0' && q[0] != '0';
-}
+using tally::bench::quick;
 
 std::size_t stream_length() { return quick() ? 1'000'000 : 10'000'000; }
 

@@ -39,4 +39,18 @@ TEST_CASE("every summary answers total, empty, memory_bytes and clear alike", "[
     check_observers(tally::WeightedReservoir<std::uint64_t>(8, 1), [](auto& s) { s.add(std::uint64_t{42}, 1.0); });
     check_observers(tally::TDigest(), [](auto& s) { s.add(1.5); });
     check_observers(tally::SlidingCounter<std::uint32_t, 8>(1000), [](auto& s) { s.add(5); });
+    check_observers(tally::Windowed<tally::HyperLogLog, 8>(1000, tally::HyperLogLog(10)),
+                    [](auto& s) { s.add(1500, std::uint64_t{42}); });
+    check_observers(tally::Windowed<tally::TDigest, 4>(1000, tally::TDigest()), [](auto& s) { s.add(1500, 2.5); });
+}
+
+TEST_CASE("Windowed::total is the weight its ring holds", "[summary]") {
+    tally::Windowed<tally::CountMin<>, 4> w(1000, tally::CountMin<>(64, 4));
+    w.add(0, std::uint64_t{1}, 3u);
+    w.add(1500, std::uint64_t{2}, 4u);
+    CHECK(w.total() == 7);
+    CHECK(w.view(1500).total() == 7);
+    w.add(4100, std::uint64_t{3});  // bucket 4: bucket 0 leaves the 4-slot ring
+    CHECK(w.total() == 5);
+    CHECK(w.view(4100).total() == 5);
 }

@@ -136,6 +136,22 @@ class Windowed {
     /// Events dropped because their bucket had left the ring (saturating).
     [[nodiscard]] std::uint64_t dropped() const noexcept { return dropped_; }
     [[nodiscard]] const S& prototype() const noexcept { return prototype_; }
+    /// Stream weight held by the ring: the sum of S::total() over its buckets
+    /// (as of newest_bucket(); view(now).total() is the window's at now).
+    [[nodiscard]] auto total() const noexcept
+        requires requires(const S& s) { s.total(); }
+    {
+        using T = std::remove_cvref_t<decltype(std::declval<const S&>().total())>;
+        T sum{};
+        for (const S& s : ring_) {
+            if constexpr (std::is_unsigned_v<T>) {
+                sum = detail::sat_add(sum, s.total());
+            } else {
+                sum += s.total();
+            }
+        }
+        return sum;
+    }
     /// No bucket in the ring holds an event (as of newest_bucket()).
     [[nodiscard]] bool empty() const noexcept {
         if (stale_) return false;
