@@ -521,7 +521,7 @@ TEST_CASE("BloomFilter vocabulary: total, empty, memory_bytes, clear, Seed::rand
     CHECK(f.total() == 5);  // with repeats
     CHECK(!f.empty());
     CHECK(f.memory_bytes() == f.bit_bytes() + sizeof(f));
-    CHECK(f.bit_bytes() == f.block_count() * 64);
+    CHECK(f.bit_bytes() == f.block_count() * tally::cache_line_size);
     auto g = f;
     g.merge(f);
     CHECK(g.total() == 10);
