@@ -17,6 +17,7 @@
 #include "../detail/primitives.hpp"
 #include "client.hpp"
 #include "cluster.hpp"
+#include "detail/fail_log.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
 
@@ -95,12 +96,9 @@ class GcraLimiter {
     Decision try_acquire_all_at(std::span<const Limit> limits, std::uint64_t now_ns) { return all(limits, now_ns); }
 
     /// Calls answered by the fail mode so far.
-    [[nodiscard]] std::uint64_t degraded_count() const noexcept { return degraded_.load(std::memory_order_relaxed); }
+    [[nodiscard]] std::uint64_t degraded_count() const noexcept { return fails_.count(); }
     /// Why the last degraded call was degraded.
-    [[nodiscard]] std::string last_error() const {
-        std::lock_guard<std::mutex> lock(mu_);
-        return error_;
-    }
+    [[nodiscard]] std::string last_error() const { return fails_.last_error(); }
 
   private:
     static constexpr const char* who = "tally::redis::GcraLimiter";
@@ -109,16 +107,7 @@ class GcraLimiter {
         return q == params_.quota() ? params_ : protocol::GcraParams(q, who);
     }
 
-    Decision degraded(std::string why) {
-        degraded_.fetch_add(1, std::memory_order_relaxed);
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            error_ = std::move(why);
-        }
-        const std::uint64_t timeout = static_cast<std::uint64_t>(opt_.command_timeout.count()) * 1'000'000;
-        if (opt_.on_error == FailMode::open) return Decision{true, 0, 0, 0, true};
-        return Decision{false, 0, timeout, 0, true};
-    }
+    Decision degraded(std::string why) { return fails_.degraded(opt_, std::move(why)); }
 
     Decision finish(const protocol::Outcome& o) { return o.ok ? o.decision : degraded(o.error); }
 
@@ -229,9 +218,7 @@ class GcraLimiter {
     Client* client_;
     Options opt_;
     protocol::GcraParams params_;
-    std::atomic<std::uint64_t> degraded_{0};
-    mutable std::mutex mu_;
-    std::string error_;
+    detail::FailLog fails_;
 };
 
 }  // namespace redis

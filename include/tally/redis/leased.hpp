@@ -23,6 +23,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/keyed_table.hpp"
 #include "client.hpp"
+#include "detail/fail_log.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
 
@@ -172,11 +173,8 @@ class LeasedLimiter {
     [[nodiscard]] std::uint64_t tokens_leased() const noexcept { return leased_.load(std::memory_order_relaxed); }
     [[nodiscard]] std::uint64_t tokens_returned() const noexcept { return returned_.load(std::memory_order_relaxed); }
     /// Calls answered by the fail mode so far.
-    [[nodiscard]] std::uint64_t degraded_count() const noexcept { return degraded_.load(std::memory_order_relaxed); }
-    [[nodiscard]] std::string last_error() const {
-        std::lock_guard<std::mutex> lock(err_mu_);
-        return error_;
-    }
+    [[nodiscard]] std::uint64_t degraded_count() const noexcept { return fails_.count(); }
+    [[nodiscard]] std::string last_error() const { return fails_.last_error(); }
 
   private:
     static constexpr const char* who = "tally::redis::LeasedLimiter";
@@ -232,16 +230,7 @@ class LeasedLimiter {
     Shard& shard_of(const Hashed& h) noexcept { return shards_[(h.hash >> (sizeof(std::size_t) * 8 - 4)) % shard_count]; }
     const Shard& shard_of(const Hashed& h) const noexcept { return shards_[(h.hash >> (sizeof(std::size_t) * 8 - 4)) % shard_count]; }
 
-    Decision degraded(std::string why) {
-        degraded_.fetch_add(1, std::memory_order_relaxed);
-        {
-            std::lock_guard<std::mutex> lock(err_mu_);
-            error_ = std::move(why);
-        }
-        const std::uint64_t timeout = static_cast<std::uint64_t>(opt_.command_timeout.count()) * 1'000'000;
-        if (opt_.on_error == FailMode::open) return Decision{true, 0, 0, 0, true};
-        return Decision{false, 0, timeout, 0, true};
-    }
+    Decision degraded(std::string why) { return fails_.degraded(opt_, std::move(why)); }
 
     // The key's entry, inserted (evicting another when the shard is full).
     Lease& entry(Shard& sh, const Hashed& key) {
@@ -349,9 +338,8 @@ class LeasedLimiter {
     protocol::GcraParams params_;
     std::size_t per_shard_ = 1;
     std::array<Shard, shard_count> shards_{};
-    std::atomic<std::uint64_t> trips_{0}, leased_{0}, returned_{0}, degraded_{0};
-    mutable std::mutex err_mu_;
-    std::string error_;
+    std::atomic<std::uint64_t> trips_{0}, leased_{0}, returned_{0};
+    detail::FailLog fails_;
 };
 
 }  // namespace redis

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client.hpp"
+#include "detail/fail_log.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
 
@@ -59,25 +60,13 @@ class SlidingWindowLimiter {
         return one(key, cost, now_ns);
     }
 
-    [[nodiscard]] std::uint64_t degraded_count() const noexcept { return degraded_.load(std::memory_order_relaxed); }
-    [[nodiscard]] std::string last_error() const {
-        std::lock_guard<std::mutex> lock(mu_);
-        return error_;
-    }
+    [[nodiscard]] std::uint64_t degraded_count() const noexcept { return fails_.count(); }
+    [[nodiscard]] std::string last_error() const { return fails_.last_error(); }
 
   private:
     static constexpr const char* who = "tally::redis::SlidingWindowLimiter";
 
-    Decision degraded(std::string why) {
-        degraded_.fetch_add(1, std::memory_order_relaxed);
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            error_ = std::move(why);
-        }
-        const std::uint64_t timeout = static_cast<std::uint64_t>(opt_.command_timeout.count()) * 1'000'000;
-        if (opt_.on_error == FailMode::open) return Decision{true, 0, 0, 0, true};
-        return Decision{false, 0, timeout, 0, true};
-    }
+    Decision degraded(std::string why) { return fails_.degraded(opt_, std::move(why)); }
 
     Decision one(std::string_view key, std::uint64_t cost, std::optional<std::uint64_t> now_ns) {
         const protocol::Call call[1] = {
@@ -91,9 +80,7 @@ class SlidingWindowLimiter {
     Client* client_;
     Options opt_;
     protocol::SlidingParams<Slots> params_;
-    std::atomic<std::uint64_t> degraded_{0};
-    mutable std::mutex mu_;
-    std::string error_;
+    detail::FailLog fails_;
 };
 
 }  // namespace redis
