@@ -40,46 +40,6 @@ using tally::HyperLogLog;
 
 namespace {
 
-std::string find_redis_server() {
-    std::vector<std::string> dirs;
-    if (const char* path = std::getenv("PATH")) {
-        std::string_view rest(path);
-        while (!rest.empty()) {
-            const auto colon = rest.find(':');
-            dirs.emplace_back(rest.substr(0, colon));
-            if (colon == std::string_view::npos) break;
-            rest.remove_prefix(colon + 1);
-        }
-    }
-    dirs.emplace_back("/usr/bin");
-    dirs.emplace_back("/usr/sbin");
-    dirs.emplace_back("/usr/local/bin");
-    for (const auto& d : dirs) {
-        if (d.empty()) continue;
-        const std::string candidate = d + "/redis-server";
-        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    return {};
-}
-
-int free_loopback_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) throw std::runtime_error("socket() failed");
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-        ::close(fd);
-        throw std::runtime_error("bind/getsockname failed");
-    }
-    const int port = ntohs(addr.sin_port);
-    ::close(fd);
-    return port;
-}
-
 // A RESP reply: simple string, error, integer, bulk string (or null), array.
 struct Reply {
     char type = 0;
@@ -204,7 +164,7 @@ class RedisServer {
         char tmpl[] = "/tmp/tally-redis-XXXXXX";
         if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
         dir_ = tmpl;
-        port_ = free_loopback_port();
+        port_ = tally_test::free_loopback_port();
         const std::string port = std::to_string(port_);
         const std::string log = dir_ + "/redis.log";
         pid_ = ::fork();
@@ -311,7 +271,7 @@ long long redis_rounded(double estimate) { return std::llround(estimate); }
 }  // namespace
 
 TEST_CASE("HyperLogLog interop with a live redis-server", "[hyperloglog][redis][integration]") {
-    const std::string binary = find_redis_server();
+    const std::string binary = tally_test::redis_server_binary();
     if (binary.empty()) {
         if (tally_test::in_ci()) FAIL("redis-server not found, and CI=true: the live Redis interop test must run in CI");
         std::printf("test_hyperloglog_redis: redis-server not found (PATH, /usr/bin, /usr/sbin); live interop NOT tested\n");
