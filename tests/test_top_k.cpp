@@ -477,7 +477,7 @@ TEST_CASE("TopK rejects bad parameters and incompatible merges", "[top_k]") {
                       "tally::TopK::with_counters: counters 0 is out of range [1, 805306368]");
     CHECK_THROWS_WITH(TopK<std::uint64_t>::with_memory(100),
                       "tally::TopK::with_memory: bytes 100 is out of range [" +
-                          std::to_string(TopK<std::uint64_t>::with_counters(1).memory_bytes() + 16 * 16) + ", " +
+                          std::to_string(TopK<std::uint64_t>::with_counters(1).memory_bytes() + 16 * (16 + 1)) + ", " +
                           std::to_string(std::numeric_limits<std::size_t>::max()) + "]");
     TopK<int> target(5);
     target.add(3, 7);

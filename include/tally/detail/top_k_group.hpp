@@ -1,0 +1,101 @@
+// tally/detail/top_k_group.hpp: the 16-slot tag groups of tally::TopK's
+// table (SSE2, and a portable SWAR path). Not for direct use.
+//
+// Every slot has a one-byte tag: 0x80 when the slot is empty, else 7 bits of
+// the item's hash (0..127). A group is 16 consecutive tags at a multiple of
+// 16; one compare of all 16 against a tag gives the slots that may hold an
+// item, and their high bits give the empty slots, as in the SwissTable
+// design of Abseil (M. Kulukundis, "Designing a fast, efficient,
+// cache-friendly hash table, step by step", CppCon 2017). Both paths return
+// the same exact 16-bit masks (bit j: slot j), which tests/test_top_k.cpp
+// checks; the SWAR path runs where SSE2 is missing (arm64) or under
+// TALLY_NO_SIMD.
+#pragma once
+
+#include "abi.hpp"
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if !defined(TALLY_NO_SIMD) && (defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2))
+#include <emmintrin.h>
+#define TALLY_TOP_K_SSE2 1
+#else
+#define TALLY_TOP_K_SSE2 0
+#endif
+
+TALLY_BEGIN_NAMESPACE
+namespace detail {
+
+inline constexpr std::size_t top_k_group_width = 16;
+inline constexpr std::uint8_t top_k_empty_tag = 0x80;
+
+/// The tag of a full slot: the top 7 bits of the hash (the low bits pick the group).
+[[nodiscard]] constexpr std::uint8_t top_k_tag(std::uint64_t h) noexcept { return static_cast<std::uint8_t>(h >> 57); }
+
+/// The portable group: two 64-bit words, byte j of the group in byte j mod 8
+/// (little-endian order) of word j / 8.
+struct TopKGroupSwar {
+    std::uint64_t lo, hi;
+
+    [[nodiscard]] static TopKGroupSwar load(const std::uint8_t* p) noexcept {
+        TopKGroupSwar g;
+        std::memcpy(&g.lo, p, 8);
+        std::memcpy(&g.hi, p + 8, 8);
+        if constexpr (std::endian::native == std::endian::big) {
+            g.lo = byte_swap(g.lo);
+            g.hi = byte_swap(g.hi);
+        }
+        return g;
+    }
+    /// Slots whose tag equals `tag` (< 0x80).
+    [[nodiscard]] std::uint32_t match(std::uint8_t tag) const noexcept {
+        const std::uint64_t t = 0x0101010101010101ull * tag;
+        return zero_bytes(lo ^ t) | (zero_bytes(hi ^ t) << 8);
+    }
+    /// Empty slots (tag 0x80; full tags are < 0x80).
+    [[nodiscard]] std::uint32_t empty() const noexcept {
+        return compress(lo & 0x8080808080808080ull) | (compress(hi & 0x8080808080808080ull) << 8);
+    }
+
+  private:
+    // The high bit of each byte (bits 7, 15, ..., 63) to bits 0..7: the eight
+    // partial products of the multiply land on distinct bits, so nothing carries.
+    static constexpr std::uint32_t compress(std::uint64_t high_bits) noexcept {
+        return static_cast<std::uint32_t>(((high_bits >> 7) * 0x0102040810204080ull) >> 56);
+    }
+    // Exact: (x & 0x7f) + 0x7f never carries into the next byte, so only the
+    // bytes that are zero keep their high bit clear.
+    static constexpr std::uint32_t zero_bytes(std::uint64_t x) noexcept {
+        constexpr std::uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
+        return compress(~(((x & low7) + low7) | x) & 0x8080808080808080ull);
+    }
+    static constexpr std::uint64_t byte_swap(std::uint64_t x) noexcept {
+        std::uint64_t r = 0;
+        for (int i = 0; i < 8; ++i) r |= ((x >> (8 * i)) & 0xff) << (56 - 8 * i);
+        return r;
+    }
+};
+
+#if TALLY_TOP_K_SSE2
+struct TopKGroupSse2 {
+    __m128i v;
+
+    [[nodiscard]] static TopKGroupSse2 load(const std::uint8_t* p) noexcept {
+        return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))};
+    }
+    [[nodiscard]] std::uint32_t match(std::uint8_t tag) const noexcept {
+        return static_cast<std::uint32_t>(
+            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(tag)))));
+    }
+    [[nodiscard]] std::uint32_t empty() const noexcept { return static_cast<std::uint32_t>(_mm_movemask_epi8(v)); }
+};
+using TopKGroup = TopKGroupSse2;
+#else
+using TopKGroup = TopKGroupSwar;
+#endif
+
+}  // namespace detail
+TALLY_END_NAMESPACE
