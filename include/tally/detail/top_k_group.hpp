@@ -30,17 +30,21 @@ TALLY_BEGIN_NAMESPACE
 namespace detail {
 
 inline constexpr std::size_t top_k_group_width = 16;
-inline constexpr std::uint8_t top_k_empty_tag = 0x80;
+/// A slot's tag. An enum rather than std::uint8_t: a store through it may not
+/// alias the table's other fields (a char type may alias anything), so the
+/// compiler keeps them in registers across tag stores.
+enum class TopKTag : std::uint8_t {};
+inline constexpr TopKTag top_k_empty_tag{0x80};
 
 /// The tag of a full slot: the top 7 bits of the hash (the low bits pick the group).
-[[nodiscard]] constexpr std::uint8_t top_k_tag(std::uint64_t h) noexcept { return static_cast<std::uint8_t>(h >> 57); }
+[[nodiscard]] constexpr TopKTag top_k_tag(std::uint64_t h) noexcept { return TopKTag(h >> 57); }
 
 /// The portable group: two 64-bit words, byte j of the group in byte j mod 8
 /// (little-endian order) of word j / 8.
 struct TopKGroupSwar {
     std::uint64_t lo, hi;
 
-    [[nodiscard]] static TopKGroupSwar load(const std::uint8_t* p) noexcept {
+    [[nodiscard]] static TopKGroupSwar load(const TopKTag* p) noexcept {
         TopKGroupSwar g;
         std::memcpy(&g.lo, p, 8);
         std::memcpy(&g.hi, p + 8, 8);
@@ -50,9 +54,9 @@ struct TopKGroupSwar {
         }
         return g;
     }
-    /// Slots whose tag equals `tag` (< 0x80).
-    [[nodiscard]] std::uint32_t match(std::uint8_t tag) const noexcept {
-        const std::uint64_t t = 0x0101010101010101ull * tag;
+    /// Slots whose tag equals `tag` (a full slot's tag, < 0x80).
+    [[nodiscard]] std::uint32_t match(TopKTag tag) const noexcept {
+        const std::uint64_t t = 0x0101010101010101ull * static_cast<std::uint8_t>(tag);
         return zero_bytes(lo ^ t) | (zero_bytes(hi ^ t) << 8);
     }
     /// Empty slots (tag 0x80; full tags are < 0x80).
@@ -83,10 +87,10 @@ struct TopKGroupSwar {
 struct TopKGroupSse2 {
     __m128i v;
 
-    [[nodiscard]] static TopKGroupSse2 load(const std::uint8_t* p) noexcept {
+    [[nodiscard]] static TopKGroupSse2 load(const TopKTag* p) noexcept {
         return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))};
     }
-    [[nodiscard]] std::uint32_t match(std::uint8_t tag) const noexcept {
+    [[nodiscard]] std::uint32_t match(TopKTag tag) const noexcept {
         return static_cast<std::uint32_t>(
             _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(tag)))));
     }

@@ -141,9 +141,9 @@ class TopK {
         } else {
             const T key = canonical(item);
             if constexpr (branch_free) {
-                add_fast(key, hash_key(key), count);
+                add_fast(key, slot_hash(key), count);
             } else {
-                add_slow(key, hash_key(key), count);
+                add_slow(key, slot_hash(key), count);
             }
         }
     }
@@ -162,6 +162,7 @@ class TopK {
         lg_slots_ = 0;
         mask_ = 0;
         home_mask_ = 0;
+        home_shift_ = 0;
         limit_ = 0;
         size_ = 0;
         total_ = 0;
@@ -214,7 +215,7 @@ class TopK {
     [[nodiscard]] bool empty() const noexcept { return total_ == 0; }
     [[nodiscard]] Seed seed() const noexcept { return seed_; }
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        std::size_t bytes = sizeof(*this) + slots_.capacity() * sizeof(Slot) + tags_.capacity();
+        std::size_t bytes = sizeof(*this) + slots_.capacity() * sizeof(Slot) + tags_.capacity() * sizeof(detail::TopKTag);
         if constexpr (is_string) bytes += arena_.capacity();
         return bytes;
     }
@@ -246,7 +247,7 @@ class TopK {
         for (std::size_t i = 0; i < slots_.size(); ++i)
             if (slots_[i].count != 0) {
                 of_slot[i] = static_cast<std::uint32_t>(cand.size());
-                cand.push_back({this, i, stored_hash(i), slots_[i].count});
+                cand.push_back({this, i, hash_of_slot(slots_[i]), slots_[i].count});
             }
         for (std::size_t j = 0; j < other.slots_.size(); ++j) {
             if (other.slots_[j].count == 0) continue;
@@ -257,7 +258,7 @@ class TopK {
                 h = hash_key(key);
                 i = find_hashed(key, h);
             } else {
-                h = hash_key(other.slots_[j].item);
+                h = slot_hash(other.slots_[j].item);
                 i = find_hashed(other.slots_[j].item, h);
             }
             if (i != npos) {
@@ -366,7 +367,7 @@ class TopK {
     static constexpr std::size_t max_counters(unsigned lg) noexcept { return (std::size_t{3} << lg) / 4; }
     static constexpr std::size_t guarantee_k(unsigned lg) noexcept { return (std::size_t{3} << lg) / 8; }
     static constexpr std::size_t table_bytes(unsigned lg) noexcept {
-        return sizeof(TopK) + (std::size_t{1} << lg) * (sizeof(Slot) + 1);
+        return sizeof(TopK) + (std::size_t{1} << lg) * (sizeof(Slot) + sizeof(detail::TopKTag));
     }
     static unsigned lg_for_k(std::size_t k) {
         detail::check_range("tally::TopK::TopK", "k", k, std::size_t{1}, max_k);
@@ -397,6 +398,22 @@ class TopK {
         const std::uint64_t h = Hasher<T>{}(key);
         return seed_.value == 0 ? h : detail::mix64(h ^ seed_.value);
     }
+    // Where a fixed-size item sits. Integers under the default seed take one
+    // multiply (Knuth's multiplicative hashing: the table reads the product's
+    // top bits, which depend on every bit of the key); everything else takes
+    // hash_key. The order of equal counts in top() is by hash_key either way.
+    TALLY_ALWAYS_INLINE std::uint64_t slot_hash(const T& key) const noexcept
+        requires(!is_string)
+    {
+        if constexpr (std::is_integral_v<T>) {
+            if (seed_.value == 0) return static_cast<std::uint64_t>(key) * 0x9e3779b97f4a7c15ull;
+        }
+        return hash_key(key);
+    }
+    // The tag is the hash's top 7 bits (detail::top_k_tag), the home group the bits below them.
+    TALLY_ALWAYS_INLINE std::size_t home_of(std::uint64_t h) const noexcept {
+        return static_cast<std::size_t>(h >> home_shift_) & home_mask_;
+    }
     std::uint64_t stored_hash(std::size_t i) const noexcept {
         if constexpr (is_string) {
             return slots_[i].hash;
@@ -420,7 +437,7 @@ class TopK {
 
     // ---- the table: groups of 16 slots with one tag byte each ----
     // (detail/top_k_group.hpp). An item lives in the first group, from its
-    // home group (h & home_mask_) on, that had a free slot when it was
+    // home group (home_of(h)) on, that had a free slot when it was
     // placed, so a lookup stops at the first group with a free slot. Nothing
     // is deleted between purges, and purge() re-places what it keeps, so that
     // stays true. A slot is free iff its tag is empty iff its count is 0.
@@ -436,7 +453,7 @@ class TopK {
             return find_hashed(key, hash_key(key));
         } else {
             const T key = canonical(item);
-            return find_hashed(key, hash_key(key));
+            return find_hashed(key, slot_hash(key));
         }
     }
 
@@ -454,8 +471,8 @@ class TopK {
     template <class K>
     std::size_t find_hashed(const K& key, std::uint64_t h) const noexcept {
         if (slots_.empty()) return npos;
-        const std::uint8_t tag = detail::top_k_tag(h);
-        for (std::size_t base = h & home_mask_;; base = (base + group_width) & mask_) {
+        const detail::TopKTag tag = detail::top_k_tag(h);
+        for (std::size_t base = home_of(h);; base = (base + group_width) & mask_) {
             const Group g = Group::load(tags_.data() + base);
             for (std::uint32_t m = g.match(tag); m != 0; m &= m - 1) {
                 const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(m));
@@ -467,7 +484,7 @@ class TopK {
 
     // The first free slot on h's probe path (there is one: size_ <= 3L/4).
     std::size_t empty_from(std::uint64_t h) const noexcept {
-        for (std::size_t base = h & home_mask_;; base = (base + group_width) & mask_) {
+        for (std::size_t base = home_of(h);; base = (base + group_width) & mask_) {
             const std::uint32_t e = Group::load(tags_.data() + base).empty();
             if (e != 0) return base + static_cast<std::size_t>(std::countr_zero(e));
         }
@@ -482,8 +499,8 @@ class TopK {
     // take add_slow.
     TALLY_ALWAYS_INLINE void add_fast(const T& key, std::uint64_t h, std::uint64_t count) {
         if (TALLY_UNLIKELY(size_ >= limit_)) return add_cold(key, h, count);
-        const std::size_t base = h & home_mask_;
-        const std::uint8_t tag = detail::top_k_tag(h);
+        const std::size_t base = home_of(h);
+        const detail::TopKTag tag = detail::top_k_tag(h);
         const Group g = Group::load(tags_.data() + base);
         const std::uint32_t match = g.match(tag);
         const std::uint32_t empty = g.empty();
@@ -498,9 +515,14 @@ class TopK {
             return add_cold(key, h, count);
         const std::uint32_t take = 0u - hit;  // all ones on a hit
         const auto at = static_cast<std::size_t>(std::countr_zero((match & take) | (empty & ~take) | stop));
+        // The held count is read with the item, not after `at` is known (a
+        // free slot's count is 0), and a hit writes its tag to a sink: a later
+        // group load then never waits on a byte store that changed nothing.
+        const std::uint64_t held = s[first].count & (std::uint64_t{0} - hit);
         s[at].item = key;
-        s[at].count = detail::sat_add(s[at].count, count);
-        tags_[base + at] = tag;
+        s[at].count = detail::sat_add(held, count);
+        detail::TopKTag* const tag_at = tags_.data() + base + at;
+        *(hit != 0 ? &tag_sink_ : tag_at) = tag;
         size_ += hit ^ 1u;
         total_ = detail::sat_add(total_, count);
     }
@@ -568,12 +590,13 @@ class TopK {
     void grow(unsigned lg) {
         const std::size_t n = std::size_t{1} << lg;
         std::vector<Slot> fresh(n);  // these two may throw; nothing has changed yet
-        std::vector<std::uint8_t> fresh_tags(n, detail::top_k_empty_tag);
+        std::vector<detail::TopKTag> fresh_tags(n, detail::top_k_empty_tag);
         fresh.swap(slots_);
         tags_.swap(fresh_tags);
         lg_slots_ = lg;
         mask_ = n - 1;
         home_mask_ = mask_ & ~(group_width - 1);
+        home_shift_ = 57 - lg;
         limit_ = max_counters(lg);
         for (Slot& s : fresh)
             if (s.count != 0) {
@@ -587,7 +610,7 @@ class TopK {
         if constexpr (is_string) {
             return s.hash;
         } else {
-            return hash_key(s.item);
+            return slot_hash(s.item);
         }
     }
 
@@ -654,20 +677,22 @@ class TopK {
         std::size_t held = 0;
         for (std::size_t step = 1; step <= slots_.size() / group_width; ++step) {
             const std::size_t base = (start + step * group_width) & mask_;
+            Slot* const group = slots_.data() + base;
+            detail::TopKTag* const group_tags = tags_.data() + base;
             std::uint32_t full = 0;
             for (std::size_t j = 0; j < group_width; ++j) {
-                Slot& s = slots_[base + j];
-                const std::uint64_t c = s.count;
-                s.count = c > m ? c - m : 0;
-                const bool kept = s.count != 0;
-                if constexpr (is_string) arena_live_ -= c != 0 && !kept ? s.len : 0;
-                tags_[base + j] = kept ? tags_[base + j] : detail::top_k_empty_tag;
+                const std::uint64_t c = group[j].count;
+                const std::uint64_t left = c > m ? c - m : 0;
+                group[j].count = left;
+                const bool kept = left != 0;
+                if constexpr (is_string) arena_live_ -= c != 0 && !kept ? group[j].len : 0;
+                group_tags[j] = kept ? group_tags[j] : detail::top_k_empty_tag;
                 full |= static_cast<std::uint32_t>(kept) << j;
                 held += kept;
             }
             for (; full != 0; full &= full - 1) {
                 const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(full));
-                for (std::size_t to = hash_of_slot(slots_[i]) & home_mask_; to != base; to = (to + group_width) & mask_) {
+                for (std::size_t to = home_of(hash_of_slot(slots_[i])); to != base; to = (to + group_width) & mask_) {
                     const std::uint32_t e = Group::load(tags_.data() + to).empty();
                     if (e == 0) continue;
                     const std::size_t at = to + static_cast<std::size_t>(std::countr_zero(e));
@@ -848,7 +873,7 @@ class TopK {
             reserve_string(key.size());
             place_new(key, h, count);
         } else {
-            const std::uint64_t h = hash_key(item);
+            const std::uint64_t h = slot_hash(item);
             format_check(find_hashed(item, h) == npos, "TopK: duplicate item");
             place_new(item, h, count);
         }
@@ -867,13 +892,15 @@ class TopK {
     unsigned lg_slots_ = 0;       // current size (grows to lg_max_); 0 before the first add
     std::size_t mask_ = 0;        // slots - 1
     std::size_t home_mask_ = 0;   // mask_ without the in-group bits
+    unsigned home_shift_ = 0;     // 57 - lg: the home group is the hash's bits below the tag
     std::size_t limit_ = 0;       // counters of the current table (0 before the first add)
     std::uint64_t last_threshold_ = 1;  // the last purge's m: a hint for the next
+    detail::TopKTag tag_sink_{};        // add_fast's tag store on a hit
     std::size_t size_ = 0;        // held items
     std::uint64_t total_ = 0;     // N
     std::uint64_t offset_ = 0;    // D: the sum of all purge thresholds
     std::vector<Slot> slots_;
-    std::vector<std::uint8_t> tags_;  // one per slot: detail::top_k_tag of the hash, or empty
+    std::vector<detail::TopKTag> tags_;  // one per slot: detail::top_k_tag of the hash, or empty
     struct NoArena {
         std::size_t size() const noexcept { return 0; }
     };
