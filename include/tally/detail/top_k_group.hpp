@@ -39,6 +39,14 @@ inline constexpr TopKTag top_k_empty_tag{0x80};
 /// The tag of a full slot: the top 7 bits of the hash (the low bits pick the group).
 [[nodiscard]] constexpr TopKTag top_k_tag(std::uint64_t h) noexcept { return TopKTag(h >> 57); }
 
+/// Set bits of a 16-bit mask (std::popcount is a library call on baseline x86-64).
+[[nodiscard]] constexpr std::size_t popcount16(std::uint32_t x) noexcept {
+    x = x - ((x >> 1) & 0x5555u);
+    x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
+    x = (x + (x >> 4)) & 0x0f0fu;
+    return (x + (x >> 8)) & 0x1fu;
+}
+
 /// The portable group: two 64-bit words, byte j of the group in byte j mod 8
 /// (little-endian order) of word j / 8.
 struct TopKGroupSwar {
@@ -62,6 +70,15 @@ struct TopKGroupSwar {
     /// Empty slots (tag 0x80; full tags are < 0x80).
     [[nodiscard]] std::uint32_t empty() const noexcept {
         return compress(lo & 0x8080808080808080ull) | (compress(hi & 0x8080808080808080ull) << 8);
+    }
+
+    /// Empties the 16 tags at p whose bit in `keep` is clear.
+    static void keep_only(TopKTag* p, std::uint32_t keep) noexcept {
+        std::uint8_t b[16];
+        std::memcpy(b, p, 16);
+        for (int j = 0; j < 16; ++j)
+            if (((keep >> j) & 1u) == 0) b[j] = 0x80;
+        std::memcpy(p, b, 16);
     }
 
   private:
@@ -95,6 +112,18 @@ struct TopKGroupSse2 {
             _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(tag)))));
     }
     [[nodiscard]] std::uint32_t empty() const noexcept { return static_cast<std::uint32_t>(_mm_movemask_epi8(v)); }
+    static void keep_only(TopKTag* p, std::uint32_t keep) noexcept {
+        // Byte j of `bits` holds bit j mod 8 of its half's mask byte, so it
+        // equals `sel` exactly when slot j is kept.
+        const __m128i sel = _mm_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+        const __m128i spread = _mm_set_epi64x(static_cast<long long>(0x0101010101010101ull * ((keep >> 8) & 0xff)),
+                                              static_cast<long long>(0x0101010101010101ull * (keep & 0xff)));
+        const __m128i kept = _mm_cmpeq_epi8(_mm_and_si128(spread, sel), sel);
+        const __m128i old = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        const __m128i empty = _mm_set1_epi8(static_cast<char>(0x80));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                         _mm_or_si128(_mm_and_si128(kept, old), _mm_andnot_si128(kept, empty)));
+    }
 };
 using TopKGroup = TopKGroupSse2;
 #else

@@ -680,16 +680,17 @@ class TopK {
             Slot* const group = slots_.data() + base;
             detail::TopKTag* const group_tags = tags_.data() + base;
             std::uint32_t full = 0;
-            for (std::size_t j = 0; j < group_width; ++j) {
+            for (std::size_t j = 0; j < group_width; ++j) {  // branch-free: survival is a coin toss
                 const std::uint64_t c = group[j].count;
-                const std::uint64_t left = c > m ? c - m : 0;
+                const std::uint64_t left = c - std::min(c, m);
                 group[j].count = left;
-                const bool kept = left != 0;
-                if constexpr (is_string) arena_live_ -= c != 0 && !kept ? group[j].len : 0;
-                group_tags[j] = kept ? group_tags[j] : detail::top_k_empty_tag;
-                full |= static_cast<std::uint32_t>(kept) << j;
-                held += kept;
+                const auto kept = static_cast<std::uint32_t>(left != 0);
+                if constexpr (is_string)
+                    arena_live_ -= group[j].len & (std::size_t{0} - (static_cast<std::uint32_t>(c != 0) & (kept ^ 1u)));
+                full |= kept << j;
             }
+            Group::keep_only(group_tags, full);
+            held += detail::popcount16(full);
             for (; full != 0; full &= full - 1) {
                 const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(full));
                 for (std::size_t to = home_of(hash_of_slot(slots_[i])); to != base; to = (to + group_width) & mask_) {
