@@ -60,7 +60,8 @@ TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
 }  // namespace detail
 
 /// Frequent items: Misra-Gries counters ("Finding repeated elements", Sci.
-/// Comput. Program. 2, 1982) in one open-addressed table, purged in batches
+/// Comput. Program. 2, 1982) in one open-addressed table of 16-slot groups
+/// with a tag byte per slot, probed 16 at a time (SSE2), purged in batches
 /// at a quantile of the counts (Anderson et al., "A high-performance
 /// algorithm for identifying frequent items in data streams", IMC 2017);
 /// merged as in Agarwal et al., "Mergeable summaries", PODS 2012.
@@ -72,9 +73,10 @@ TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
 /// the table so that k() >= k; a table of L slots holds up to 3L/4 counters
 /// and has k() = 3L/8. Merges and weighted adds keep the guarantee.
 ///
-/// Cost: add is O(1) amortized (a probe; a purge every >= 3L/8 new items,
-/// O(L)). Memory: L slots of sizeof(T) + 8 bytes (std::string: 24 bytes plus
-/// the held strings' bytes), allocated as the table fills; memory_bytes().
+/// Cost: add is O(1) amortized (one group probe, without a branch on hit or
+/// miss for small trivially copyable T; a purge every >= 3L/8 new items,
+/// O(L)). Memory: L slots of sizeof(T) + 8 bytes plus a tag byte (std::string:
+/// 25 bytes plus the held strings' bytes), allocated as the table fills.
 /// Thread safety: const methods may run concurrently; add, merge, clear need
 /// exclusive access. Lookups are noexcept; add may throw std::bad_alloc and
 /// then leaves the summary unchanged. Seed::random() for untrusted items.
