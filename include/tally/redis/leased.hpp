@@ -64,7 +64,8 @@ struct LeaseOptions {
 /// tokens go back (next lease, release(), destructor) iff no later charge was
 /// made (compare-and-set on the TAT), else are lost: never minted.
 /// Under-admission: at most P * max_lease tokens sit in the leases of P
-/// processes, and bursts are b' instead of b. Size adapts per key: doubles
+/// processes, and bursts are b' instead of b (a cost above b' is denied with
+/// tally::never, as Gcra denies one above b). Size adapts per key: doubles
 /// when a lease is spent within d, falls to what was spent when one expires,
 /// 1 on a denial; a lease takes at most max(cost, avail / share).
 ///
