@@ -280,6 +280,10 @@ TEST_CASE("LeasedLimiter: a token held in a lease cannot push a window past one 
     CHECK(p2_admitted == 2);   // lease_burst: the held token's share of the burst stays free
     CHECK(window_excess(admitted, q, 0) <= 0);
     CHECK(gcra_refusals(admitted, q) == 0);
+    // A cost above lease_burst() can never be admitted.
+    const Decision big = p2.try_acquire_at("strict:big", u, 3);
+    CHECK((!big.allowed && big.retry_after_ns == tally::never));
+    CHECK(p2.try_acquire_at("strict:big", u + 1, 2).allowed);
 }
 
 TEST_CASE("LeasedLimiter fleet, caller's time: never more than one Gcra, over every window", "[redis][leased]") {
