@@ -36,8 +36,10 @@ inline constexpr std::size_t top_k_group_width = 16;
 enum class TopKTag : std::uint8_t {};
 inline constexpr TopKTag top_k_empty_tag{0x80};
 
-/// The tag of a full slot: the top 7 bits of the hash (the low bits pick the group).
-[[nodiscard]] constexpr TopKTag top_k_tag(std::uint64_t h) noexcept { return TopKTag(h >> 57); }
+/// The tag of a full slot: the top 7 bits of the hash (the bits below pick the group).
+[[nodiscard]] constexpr TopKTag top_k_tag(std::uint64_t h) noexcept {
+    return TopKTag(h >> 57);
+}
 
 /// Set bits of a 16-bit mask (std::popcount is a library call on baseline x86-64).
 [[nodiscard]] constexpr std::size_t popcount16(std::uint32_t x) noexcept {
@@ -108,8 +110,7 @@ struct TopKGroupSse2 {
         return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))};
     }
     [[nodiscard]] std::uint32_t match(TopKTag tag) const noexcept {
-        return static_cast<std::uint32_t>(
-            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(tag)))));
+        return static_cast<std::uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(tag)))));
     }
     [[nodiscard]] std::uint32_t empty() const noexcept { return static_cast<std::uint32_t>(_mm_movemask_epi8(v)); }
     static void keep_only(TopKTag* p, std::uint32_t keep) noexcept {

@@ -217,7 +217,8 @@ class TopK {
     [[nodiscard]] bool empty() const noexcept { return total_ == 0; }
     [[nodiscard]] Seed seed() const noexcept { return seed_; }
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        std::size_t bytes = sizeof(*this) + slots_.capacity() * sizeof(Slot) + tags_.capacity() * sizeof(detail::TopKTag);
+        std::size_t bytes =
+            sizeof(*this) + slots_.capacity() * sizeof(Slot) + tags_.capacity() * sizeof(detail::TopKTag);
         if constexpr (is_string) bytes += arena_.capacity();
         return bytes;
     }
@@ -511,7 +512,8 @@ class TopK {
         // nonzero word (bit 16 is a stop), so that compilers keep it branch-free.
         constexpr std::uint32_t stop = 1u << group_width;
         const auto first = static_cast<std::uint32_t>(std::countr_zero(match | stop)) & (group_width - 1);
-        const std::uint32_t hit = (match >> first) & static_cast<std::uint32_t>(detail::top_k_equal(s[first].item, key));
+        const std::uint32_t hit =
+            (match >> first) & static_cast<std::uint32_t>(detail::top_k_equal(s[first].item, key));
         const std::uint32_t other = static_cast<std::uint32_t>((match & (match - 1)) != 0);
         if (TALLY_UNLIKELY((hit ^ 1u) & (static_cast<std::uint32_t>(empty == 0) | other)))
             return add_cold(key, h, count);
