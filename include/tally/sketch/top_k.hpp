@@ -678,11 +678,14 @@ class TopK {
         // One sweep over the groups in probe order after `start`: every group
         // before the current one is final, so a survivor away from home moves
         // to the first free slot on its path, which is never past where it was.
+        // Only a group after one that was full can hold items away from home.
         std::size_t held = 0;
+        bool after_full = false;
         for (std::size_t step = 1; step <= slots_.size() / group_width; ++step) {
             const std::size_t base = (start + step * group_width) & mask_;
             Slot* const group = slots_.data() + base;
             detail::TopKTag* const group_tags = tags_.data() + base;
+            const bool was_full = Group::load(group_tags).empty() == 0;
             std::uint32_t full = 0;
             for (std::size_t j = 0; j < group_width; ++j) {  // branch-free: survival is a coin toss
                 const std::uint64_t c = group[j].count;
@@ -695,6 +698,8 @@ class TopK {
             }
             Group::keep_only(group_tags, full);
             held += detail::popcount16(full);
+            if (!after_full) full = 0;
+            after_full = was_full;
             for (; full != 0; full &= full - 1) {
                 const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(full));
                 for (std::size_t to = home_of(hash_of_slot(slots_[i])); to != base; to = (to + group_width) & mask_) {
