@@ -620,21 +620,27 @@ class TopK {
 
     // Room for one more string of `len` bytes, compacting the arena (dropping
     // the bytes of purged items) when it would grow anyway.
-    void reserve_string(std::size_t len)
+    TALLY_ALWAYS_INLINE void reserve_string(std::size_t len)
         requires is_string
     {
-        if (arena_.size() + len <= arena_.capacity()) return;
+        if (TALLY_UNLIKELY(arena_.size() + len > arena_.capacity())) grow_arena(len);
+    }
+    TALLY_DETAIL_TOP_K_NOINLINE void grow_arena(std::size_t len)
+        requires is_string
+    {
         const std::size_t live = arena_live_ + len;
         if (live > std::numeric_limits<std::uint32_t>::max())
             detail::throw_invalid_argument("tally::TopK::add: held items would exceed 4 GiB of string bytes");
         if (arena_.size() - arena_live_ >= arena_live_) {
             std::vector<char> fresh;
             fresh.reserve(std::max<std::size_t>(64, std::min<std::size_t>(2 * live, 0xFFFFFFFFull)));
+            fresh.resize(arena_live_);  // arena_live_: the held strings' bytes
+            std::size_t at = 0;
             for (Slot& s : slots_)
                 if (s.count != 0) {
-                    const auto off = static_cast<std::uint32_t>(fresh.size());
-                    fresh.insert(fresh.end(), arena_.data() + s.offset, arena_.data() + s.offset + s.len);
-                    s.offset = off;
+                    if (s.len != 0) std::memcpy(fresh.data() + at, arena_.data() + s.offset, s.len);
+                    s.offset = static_cast<std::uint32_t>(at);
+                    at += s.len;
                 }
             arena_.swap(fresh);
         } else {
