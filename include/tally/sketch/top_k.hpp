@@ -471,8 +471,9 @@ class TopK {
         }
     }
 
+    // `free_slot`, when given, gets the first free slot on the path if the item is absent.
     template <class K>
-    std::size_t find_hashed(const K& key, std::uint64_t h) const noexcept {
+    std::size_t find_hashed(const K& key, std::uint64_t h, std::size_t* free_slot = nullptr) const noexcept {
         if (slots_.empty()) return npos;
         const detail::TopKTag tag = detail::top_k_tag(h);
         for (std::size_t base = home_of(h);; base = (base + group_width) & mask_) {
@@ -481,7 +482,10 @@ class TopK {
                 const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(m));
                 if (slot_holds(slots_[i], key, h)) return i;
             }
-            if (g.empty() != 0) return npos;
+            if (const std::uint32_t e = g.empty(); e != 0) {
+                if (free_slot != nullptr) *free_slot = base + static_cast<std::size_t>(std::countr_zero(e));
+                return npos;
+            }
         }
     }
 
@@ -540,7 +544,8 @@ class TopK {
     // string storage) before the first change.
     template <class K>
     TALLY_ALWAYS_INLINE void add_slow(const K& key, std::uint64_t h, std::uint64_t count) {
-        const std::size_t i = find_hashed(key, h);
+        std::size_t free_slot = npos;
+        const std::size_t i = find_hashed(key, h, &free_slot);
         if (i != npos) {
             slots_[i].count = detail::sat_add(slots_[i].count, count);
         } else {
@@ -551,8 +556,9 @@ class TopK {
                 } else {
                     purge();
                 }
+                free_slot = empty_from(h);
             }
-            place_new(key, h, count);
+            place_at(free_slot, key, h, count);
         }
         total_ = detail::sat_add(total_, count);
     }
