@@ -190,7 +190,7 @@ class HyperLogLog {
                 const std::string_view s = item;
                 add_hash(hash64(s.data(), s.size()));
             }
-        } else if (mode_ == HashMode::datasketches) {
+        } else if (TALLY_LIKELY(mode_ == HashMode::datasketches)) {
             detail::Hash128 h;
             if (!detail::ds_hll_hash_item(item, h)) return;
             ++total_;
