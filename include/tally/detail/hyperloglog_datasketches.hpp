@@ -164,7 +164,8 @@ TALLY_ALWAYS_INLINE Hash128 ds_hash_bytes(const void* data, std::size_t len) noe
 
 /// MurmurHash3_x64_128 (seed 9001) of the 8 little-endian bytes of v: no
 /// 16-byte block, one tail word in k1, and before the finish h2 is the
-/// constant seed ^ 8, so h1 + h2 and h2 + (h1 + h2) need one mix of v.
+/// constant seed ^ 8, so both fmix64 inputs (h1 + h2, then h2 + that) are
+/// one mixed word plus constants.
 TALLY_ALWAYS_INLINE Hash128 ds_hash_i64(std::int64_t v) noexcept {
     constexpr std::uint64_t c = ds_hll_seed ^ 8;
     const std::uint64_t a = ((ds_hll_seed ^ murmur3_mix_k1(static_cast<std::uint64_t>(v))) ^ 8) + c;
