@@ -152,14 +152,14 @@ TEST_CASE("TopK on Zipf streams holds every item above N/k, within its error bou
 }
 
 TEST_CASE("TopK sizes: TopK(k), with_counters, with_memory", "[top_k]") {
-    CHECK(TopK<int>(1).k() == 6);  // the smallest table: 16 slots, 12 counters
-    CHECK(TopK<int>(1).counters() == 12);
+    CHECK(TopK<int>(1).k() == 6);  // the smallest table: 16 slots, 14 counters
+    CHECK(TopK<int>(1).counters() == 14);
     CHECK(TopK<int>(100).k() == 192);
-    CHECK(TopK<int>(100).counters() == 384);
+    CHECK(TopK<int>(100).counters() == 448);
     CHECK(TopK<int>(193).k() == 384);
-    CHECK(TopK<int>::with_counters(384).counters() == 384);
-    CHECK(TopK<int>::with_counters(385).counters() == 768);
-    CHECK(TopK<std::uint64_t>::with_memory(9000).counters() == 384);  // 512 slots of 16 bytes
+    CHECK(TopK<int>::with_counters(448).counters() == 448);
+    CHECK(TopK<int>::with_counters(449).counters() == 896);
+    CHECK(TopK<std::uint64_t>::with_memory(9000).counters() == 448);  // 512 slots of 16 bytes
     CHECK(TopK<std::uint64_t>::with_memory(9000).k() == 192);
     CHECK(TopK<std::uint64_t>(100).memory_bytes() < 200);  // nothing allocated before the first add
 }
@@ -243,26 +243,27 @@ TEST_CASE("TopK is exact while it holds every distinct item", "[top_k]") {
 }
 
 TEST_CASE("TopK purge subtracts the (3L/8)-th largest count and frees what reaches zero", "[top_k]") {
-    auto top = TopK<int>::with_counters(12);  // 16 slots, 12 counters, k = 6
-    REQUIRE(top.counters() == 12);
-    for (int i = 1; i <= 12; ++i) top.add(i, static_cast<std::uint64_t>(i));
+    auto top = TopK<int>::with_counters(14);  // 16 slots, 14 counters, k = 6
+    REQUIRE(top.counters() == 14);
+    for (int i = 1; i <= 14; ++i) top.add(i, static_cast<std::uint64_t>(i));
     CHECK(top.error_bound() == 0);
-    top.add(13);  // full: the 6th largest count is 7; 8..12 survive with 1..5
-    CHECK(top.error_bound() == 7);
+    CHECK(top.size() == 14);  // 7/8 of the table held without a purge
+    top.add(15);  // full: the 6th largest count is 9; 10..14 survive with 1..5
+    CHECK(top.error_bound() == 9);
     CHECK(top.size() == 6);
-    for (int i = 1; i <= 7; ++i) CHECK_FALSE(top.contains(i));
-    CHECK(top.lower_bound(12) == 5);
-    CHECK(top.estimate(12) == 12);
-    CHECK(top.lower_bound(13) == 1);
-    CHECK(top.estimate(13) == 8);
-    CHECK(top.estimate(3) == 7);  // not held: bounded by D
-    CHECK(top.total() == 79);
+    for (int i = 1; i <= 9; ++i) CHECK_FALSE(top.contains(i));
+    CHECK(top.lower_bound(14) == 5);
+    CHECK(top.estimate(14) == 14);
+    CHECK(top.lower_bound(15) == 1);
+    CHECK(top.estimate(15) == 10);
+    CHECK(top.estimate(3) == 9);  // not held: bounded by D
+    CHECK(top.total() == 106);
     // large counts take the radix path of the selection
-    auto big_counts = TopK<int>::with_counters(12);
-    for (int i = 1; i <= 12; ++i) big_counts.add(i, 1000 + static_cast<std::uint64_t>(i) * 300);
+    auto big_counts = TopK<int>::with_counters(14);
+    for (int i = 1; i <= 14; ++i) big_counts.add(i, 1000 + static_cast<std::uint64_t>(i) * 300);
     big_counts.add(99, 5);
-    CHECK(big_counts.error_bound() == 1000 + 7 * 300);
-    CHECK(big_counts.lower_bound(12) == 5 * 300);
+    CHECK(big_counts.error_bound() == 1000 + 9 * 300);
+    CHECK(big_counts.lower_bound(14) == 5 * 300);
     CHECK(big_counts.lower_bound(99) == 5);
 }
 
@@ -278,7 +279,7 @@ TEST_CASE("TopK under adversarial streams", "[top_k][big]") {
         CHECK(top.contains(~0ull));
     }
     SECTION("all distinct with weights: every add purges") {
-        auto top = TopK<std::uint32_t>::with_counters(12);
+        auto top = TopK<std::uint32_t>::with_counters(14);
         Truth<std::uint32_t> truth;
         Rng rng(11);
         for (std::uint32_t i = 0; i < 20'000; ++i) {
@@ -450,14 +451,14 @@ TEST_CASE("TopK floating-point items: one item per value, NaNs as one", "[top_k]
 }
 
 TEST_CASE("TopK merge: items cut by truncation stay bounded by the new error bound", "[top_k]") {
-    // a holds 12 items of 100..111, b 12 other items of 50: the union has 24
-    // counts, the 13th largest is 50, so b's items go and D rises to 50.
-    auto a = TopK<int>::with_counters(12), b = TopK<int>::with_counters(12);
+    // a holds 14 items of 100..113, b 14 other items of 50: the union has 28
+    // counts, the 15th largest is 50, so b's items go and D rises to 50.
+    auto a = TopK<int>::with_counters(14), b = TopK<int>::with_counters(14);
     Truth<int> truth;
-    for (int i = 0; i < 12; ++i) a.add(i, 100 + static_cast<std::uint64_t>(i)), truth[i] = 100 + i;
-    for (int i = 12; i < 24; ++i) b.add(i, 50), truth[i] = 50;
+    for (int i = 0; i < 14; ++i) a.add(i, 100 + static_cast<std::uint64_t>(i)), truth[i] = 100 + i;
+    for (int i = 14; i < 28; ++i) b.add(i, 50), truth[i] = 50;
     const auto m = tally::merged(a, b);
-    CHECK(m.size() == 12);
+    CHECK(m.size() == 14);
     CHECK(m.error_bound() == 50);
     CHECK(m.total() == a.total() + b.total());
     CHECK(m.lower_bound(0) == 50);
@@ -465,18 +466,18 @@ TEST_CASE("TopK merge: items cut by truncation stay bounded by the new error bou
     CHECK(m.estimate(20) == 50);
     check_guarantee(m, truth);
     // a kept item absent from the other side: its count there is 0, its error the other's D
-    auto c = TopK<int>::with_counters(12);
-    for (int i = 100; i < 113; ++i) c.add(i, 2);  // 13 items: purges, D = 2
+    auto c = TopK<int>::with_counters(14);
+    for (int i = 100; i < 115; ++i) c.add(i, 2);  // 15 items: purges, D = 2
     c.add(0, 10);
     REQUIRE(c.error_bound() == 2);
-    // union: 0 -> 110, 1..11 -> 101..111, 112 -> 2: 13 items, so the 13th largest (2) goes
+    // union: 0 -> 110, 1..13 -> 101..113, 114 -> 2: 15 items, so the 15th largest (2) goes
     const auto mc = tally::merged(a, c);
     CHECK(mc.error_bound() == 4);
     CHECK(mc.lower_bound(0) == 108);
     CHECK(mc.estimate(0) == 112);
     CHECK(mc.lower_bound(1) == 99);
     CHECK(mc.estimate(1) == 103);
-    CHECK_FALSE(mc.contains(112));
+    CHECK_FALSE(mc.contains(114));
 }
 
 TEST_CASE("TopK merges of 16 unequal shards keep the guarantee over the union", "[top_k][big]") {
@@ -564,7 +565,7 @@ TEST_CASE("TopK rejects bad parameters and incompatible merges", "[top_k]") {
     CHECK_THROWS_WITH(TopK<int>(0), "tally::TopK::TopK: k 0 is out of range [1, 268435456]");
     CHECK_THROWS_WITH(TopK<int>(std::size_t{1} << 29), "tally::TopK::TopK: k 536870912 is out of range [1, 268435456]");
     CHECK_THROWS_WITH(TopK<int>::with_counters(0),
-                      "tally::TopK::with_counters: counters 0 is out of range [1, 805306368]");
+                      "tally::TopK::with_counters: counters 0 is out of range [1, 939524096]");
     CHECK_THROWS_WITH(TopK<std::uint64_t>::with_memory(100),
                       "tally::TopK::with_memory: bytes 100 is out of range [" +
                           std::to_string(TopK<std::uint64_t>::with_counters(1).memory_bytes() + 16 * (16 + 1)) + ", " +
@@ -573,15 +574,15 @@ TEST_CASE("TopK rejects bad parameters and incompatible merges", "[top_k]") {
     target.add(3, 7);
     tally::test::check_incompatible_merge(target, TopK<int>(7));
     CHECK_THROWS_WITH(target.merge(TopK<int>(7)),
-                      "tally::TopK::merge: counters 12 does not match the other summary's counters 24");
+                      "tally::TopK::merge: counters 14 does not match the other summary's counters 28");
 }
 
 TEST_CASE("TopK serialization: golden bytes, round trips, bad bytes", "[top_k][serialize]") {
-    SECTION("golden: version 2") {
-        auto top = TopK<std::uint32_t>::with_counters(12);
+    SECTION("golden: version 3") {
+        auto top = TopK<std::uint32_t>::with_counters(14);
         top.add(7u, 3);
         top.add(9u);
-        const auto golden = to_bytes({'T', 'A', 'L', 'Y', 4, 2, 0, 0,  // header, version 2
+        const auto golden = to_bytes({'T', 'A', 'L', 'Y', 4, 3, 0, 0,  // header, version 3
                                       1,   4,   4,   0,                // kind unsigned, 4 bytes, 2^4 slots, reserved
                                       6,   0,   0,   0, 0, 0, 0, 0,    // k
                                       0,   0,   0,   0, 0, 0, 0, 0,    // seed
@@ -598,6 +599,24 @@ TEST_CASE("TopK serialization: golden bytes, round trips, bad bytes", "[top_k][s
         CHECK_THROWS_AS(TopK<std::uint64_t>::deserialize(golden), tally::FormatError);
         CHECK_THROWS_AS(TopK<std::string>::deserialize(golden), tally::FormatError);
         tally::test::check_truncations_throw<TopK<std::uint32_t>>(golden);
+        // version 2 (tables filled to 3L/4) has the same layout: it reads, and writes back as version 3
+        auto v2 = golden;
+        v2[5] = std::byte{2};
+        const auto old = TopK<std::uint32_t>::deserialize(v2);
+        CHECK(old.k() == 6);
+        CHECK(old.total() == 4);
+        CHECK(old.lower_bound(7u) == 3);
+        CHECK(old.estimate(9u) == 1);
+        CHECK(old.serialize() == golden);
+        tally::test::check_truncations_throw<TopK<std::uint32_t>>(v2);
+        // a version 2 table of 16 slots held at most 12 entries, a version 3 table 14
+        put_u64(v2, 44, 13);
+        CHECK_THROWS_WITH(TopK<std::uint32_t>::deserialize(v2), "tally: TopK entry count 13 exceeds the maximum 12");
+        auto v3 = golden;
+        put_u64(v3, 44, 13);  // within the version 3 limit: refused only for the missing entries
+        CHECK_THROWS_AS(TopK<std::uint32_t>::deserialize(v3), tally::FormatError);
+        put_u64(v3, 44, 15);
+        CHECK_THROWS_WITH(TopK<std::uint32_t>::deserialize(v3), "tally: TopK entry count 15 exceeds the maximum 14");
     }
     SECTION("old format (version 1, Space-Saving) still reads") {
         const auto v1 = to_bytes({'T', 'A', 'L', 'Y', 4, 1, 0, 0,  // header
@@ -675,9 +694,9 @@ TEST_CASE("TopK serialization: golden bytes, round trips, bad bytes", "[top_k][s
         tally::test::check_corruptions_safe<TopK<std::string>>(st.serialize(), 2);
     }
     SECTION("bytes that break an invariant are refused") {
-        auto top = TopK<std::uint32_t>::with_counters(12);
-        for (std::uint32_t i = 1; i <= 12; ++i) top.add(i, i);
-        top.add(13u);  // D = 7; held 8..12 as 1..5, 13 as 1
+        auto top = TopK<std::uint32_t>::with_counters(14);
+        for (std::uint32_t i = 1; i <= 14; ++i) top.add(i, i);
+        top.add(15u);  // D = 9; held 10..14 as 1..5, 15 as 1
         const auto good = top.serialize();
         REQUIRE_NOTHROW(TopK<std::uint32_t>::deserialize(good));
         // layout: 52 bytes of header and parameters, then 12-byte entries (item, count)
@@ -685,7 +704,7 @@ TEST_CASE("TopK serialization: golden bytes, round trips, bad bytes", "[top_k][s
         put_u64(bad, 56, 0);
         CHECK_THROWS_WITH(TopK<std::uint32_t>::deserialize(bad), "tally: TopK: entry count is zero");
         bad = good;
-        put_u64(bad, 36, 11);  // D 11 > (79 - 16) / 6
+        put_u64(bad, 36, 16);  // D 16 > (106 - 16) / 6
         CHECK_THROWS_WITH(TopK<std::uint32_t>::deserialize(bad), "tally: TopK: error bound exceeds (total - counts) / k");
         bad = good;
         put_u64(bad, 28, 10);
@@ -703,8 +722,8 @@ TEST_CASE("TopK serialization: golden bytes, round trips, bad bytes", "[top_k][s
         bad[11] = std::byte{1};
         CHECK_THROWS_WITH(TopK<std::uint32_t>::deserialize(bad), "tally: TopK: reserved byte is not zero");
         bad = good;
-        put_u64(bad, 44, 13);
-        CHECK_THROWS_WITH(TopK<std::uint32_t>::deserialize(bad), "tally: TopK entry count 13 exceeds the maximum 12");
+        put_u64(bad, 44, 15);
+        CHECK_THROWS_WITH(TopK<std::uint32_t>::deserialize(bad), "tally: TopK entry count 15 exceeds the maximum 14");
     }
     SECTION("a huge table on the wire allocates nothing up front") {
         TopK<std::uint32_t> empty(TopK<std::uint32_t>::max_k);

@@ -70,11 +70,11 @@ TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
 /// D = error_bound(),  D <= (N - sum of held counts) / k() <= N / k(), and
 ///     lower_bound(x) <= f(x) <= estimate(x) = lower_bound(x) + D,
 /// so every item with f(x) > N / k() is held (contains(x)). TopK(k) sizes
-/// the table so that k() >= k; a table of L slots holds up to 3L/4 counters
+/// the table so that k() >= k; a table of L slots holds up to 7L/8 counters
 /// and has k() = 3L/8. Merges and weighted adds keep the guarantee.
 ///
 /// Cost: add is O(1) amortized (one group probe, without a branch on hit or
-/// miss for small trivially copyable T; a purge every >= 3L/8 new items,
+/// miss for small trivially copyable T; a purge every > L/2 new items,
 /// O(L)). Memory: L slots of sizeof(T) + 8 bytes plus a tag byte (std::string:
 /// 25 bytes plus the held strings' bytes), allocated as the table fills.
 /// Thread safety: const methods may run concurrently; add, merge, clear need
@@ -96,7 +96,7 @@ class TopK {
     static constexpr std::size_t max_k = std::size_t{1} << 28;
     static constexpr unsigned min_lg_slots = 4;
     static constexpr unsigned max_lg_slots = 30;
-    static constexpr std::uint8_t format_version = 2;
+    static constexpr std::uint8_t format_version = 3;
 
     /// One held item: the true frequency lies in [count - error, count].
     struct Entry {
@@ -110,7 +110,7 @@ class TopK {
     /// outside [1, max_k].
     explicit TopK(std::size_t k, Seed seed = Seed{}) : TopK(lg_for_k(k), seed, 0) {}
 
-    /// The smallest table with at least `counters` counters (k() = half of them).
+    /// The smallest table with at least `counters` counters (k() = 3/7 of them).
     [[nodiscard]] static TopK with_counters(std::size_t counters, Seed seed = Seed{}) {
         detail::check_range("tally::TopK::with_counters", "counters", counters, std::size_t{1}, max_counters(max_lg_slots));
         unsigned lg = min_lg_slots;
@@ -211,7 +211,7 @@ class TopK {
     [[deprecated("use error_bound()")]] [[nodiscard]] std::uint64_t floor() const noexcept { return offset_; }
     /// k of the guarantee: every item above N / k() is held.
     [[nodiscard]] std::size_t k() const noexcept { return k_; }
-    /// Most counters held at once (3/4 of the table's slots).
+    /// Most counters held at once (7/8 of the table's slots).
     [[nodiscard]] std::size_t counters() const noexcept { return max_counters(lg_max_); }
     [[nodiscard]] std::size_t size() const noexcept { return size_; }
     [[nodiscard]] bool empty() const noexcept { return total_ == 0; }
@@ -308,7 +308,7 @@ class TopK {
         return *this;
     }
 
-    /// The bytes documented in docs/top_k.md (version 2). Throws
+    /// The bytes documented in docs/top_k.md (version 3). Throws
     /// tally::FormatError for a string item longer than 4 GiB.
     [[nodiscard]] std::vector<std::byte> serialize() const
         requires detail::WireItem<T>
@@ -334,7 +334,7 @@ class TopK {
         return out.take();
     }
 
-    /// Reads version 2, and version 1 (the Space-Saving format of earlier
+    /// Reads versions 3 and 2, and version 1 (the Space-Saving format of earlier
     /// releases, converted as in Agarwal et al.). Throws tally::FormatError
     /// for anything but a valid encoding of a TopK<T>; never reads past
     /// `bytes`; allocates in proportion to the entries present.
@@ -346,7 +346,7 @@ class TopK {
         const std::uint8_t kind = in.u8();
         const std::uint8_t size = in.u8();
         Codec::check_descriptor(kind, size, "tally::TopK");
-        return version == 1 ? read_v1(in) : read_v2(in);
+        return version == 1 ? read_v1(in) : read_v2(in, version == 2 ? max_counters_v2 : max_counters);
     }
 
   private:
@@ -367,7 +367,12 @@ class TopK {
 
     TopK(unsigned lg_max, Seed seed, int) : lg_max_(lg_max), k_(guarantee_k(lg_max)), seed_(seed) {}
 
-    static constexpr std::size_t max_counters(unsigned lg) noexcept { return (std::size_t{3} << lg) / 4; }
+    // A table of L slots holds up to 7L/8 items (the most that groups of 16
+    // probed by tags carry without long probe paths) and purges at rank
+    // 3L/8, which frees at least L/2 + 1 slots per purge.
+    static constexpr std::size_t max_counters(unsigned lg) noexcept { return (std::size_t{7} << lg) / 8; }
+    // Version 2 summaries were written by tables that held at most 3L/4 items.
+    static constexpr std::size_t max_counters_v2(unsigned lg) noexcept { return (std::size_t{3} << lg) / 4; }
     static constexpr std::size_t guarantee_k(unsigned lg) noexcept { return (std::size_t{3} << lg) / 8; }
     static constexpr std::size_t table_bytes(unsigned lg) noexcept {
         return sizeof(TopK) + (std::size_t{1} << lg) * (sizeof(Slot) + sizeof(detail::TopKTag));
@@ -489,7 +494,7 @@ class TopK {
         }
     }
 
-    // The first free slot on h's probe path (there is one: size_ <= 3L/4).
+    // The first free slot on h's probe path (there is one: size_ <= 7L/8).
     std::size_t empty_from(std::uint64_t h) const noexcept {
         for (std::size_t base = home_of(h);; base = (base + group_width) & mask_) {
             const std::uint32_t e = Group::load(tags_.data() + base).empty();
@@ -800,7 +805,9 @@ class TopK {
     }
 
     // ---- reading the two wire versions ----
-    static TopK read_v2(ByteReader& in) {
+    // Versions 2 and 3 differ only in the most entries a table of L slots may
+    // hold: 3L/4 (version 2) or 7L/8 (version 3).
+    static TopK read_v2(ByteReader& in, std::size_t (*most_entries)(unsigned) noexcept) {
         const std::uint8_t lg = in.u8();
         format_check(lg >= min_lg_slots && lg <= max_lg_slots, "TopK: table size out of range [2^4, 2^30]");
         format_check(in.u8() == 0, "TopK: reserved byte is not zero");
@@ -810,7 +817,7 @@ class TopK {
         s.k_ = static_cast<std::size_t>(k);
         s.total_ = in.u64();
         s.offset_ = in.u64();
-        const std::uint64_t n = in.count(in.u64(), Codec::min_wire_bytes + 8, max_counters(lg), "TopK entry");
+        const std::uint64_t n = in.count(in.u64(), Codec::min_wire_bytes + 8, most_entries(lg), "TopK entry");
         s.reserve_for(static_cast<std::size_t>(n));
         detail::uint128 sum = 0;
         for (std::uint64_t e = 0; e < n; ++e) {
@@ -838,7 +845,8 @@ class TopK {
         const std::uint64_t floor = in.u64();
         const std::uint64_t n = in.count(in.u64(), Codec::min_wire_bytes + 16, k1, "TopK entry");
         format_check(n == k1 || floor == 0, "TopK: nonzero floor in a summary that is not full");
-        const unsigned lg = lg_for_size(static_cast<std::size_t>(k1));
+        unsigned lg = min_lg_slots;  // the table that held k1 counters at 3L/4, as version 2 read it
+        while (max_counters_v2(lg) < k1) ++lg;
         TopK s(lg, Seed{}, 0);
         s.k_ = std::min<std::size_t>(static_cast<std::size_t>(k1), guarantee_k(lg));
         s.total_ = total;
