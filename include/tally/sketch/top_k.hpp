@@ -28,6 +28,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 #include "../detail/top_k_group.hpp"
+#include "../detail/top_k_string.hpp"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TALLY_DETAIL_TOP_K_NOINLINE __attribute__((noinline))
@@ -138,8 +139,12 @@ class TopK {
     void add(const K& item, std::uint64_t count = 1) {
         if (count == 0) return;
         if constexpr (is_string) {
-            const std::string_view key(item);
-            add_slow(key, hash_key(key), count);
+            const StrKey key = detail::top_k_string_key(std::string_view(item));
+            if (TALLY_LIKELY(key.len <= detail::top_k_inline_max)) {
+                add_fast(key, hash_key(key), count);
+            } else {
+                add_slow(key, hash_key(key), count);
+            }
         } else {
             const T key = canonical(item);
             if constexpr (branch_free) {
@@ -257,7 +262,7 @@ class TopK {
             std::uint64_t h;
             std::size_t i;
             if constexpr (is_string) {
-                const std::string_view key = other.view_at(j);
+                const StrKey key = other.key_at(j);
                 h = hash_key(key);
                 i = find_hashed(key, h);
             } else {
@@ -290,7 +295,7 @@ class TopK {
         if constexpr (is_string) {
             std::size_t bytes = 0;
             for (const Cand& c : cand)
-                if (c.count > m) bytes += c.from->slots_[c.slot].len;
+                if (c.count > m) bytes += c.from->arena_len(c.from->slots_[c.slot]);
             if (bytes > std::numeric_limits<std::uint32_t>::max())
                 detail::throw_invalid_argument("tally::TopK::merge: held items would exceed 4 GiB of string bytes");
             result.arena_.reserve(bytes);
@@ -299,7 +304,7 @@ class TopK {
         for (const Cand& c : cand) {
             if (c.count <= m) continue;
             if constexpr (is_string) {
-                result.place_new(c.from->view_at(c.slot), c.hash, c.count - m);
+                result.place_new(c.from->key_at(c.slot), c.hash, c.count - m);
             } else {
                 result.place_new(c.from->slots_[c.slot].item, c.hash, c.count - m);
             }
@@ -325,7 +330,8 @@ class TopK {
         out.u64(size_);
         for (const std::size_t i : canonical_order()) {
             if constexpr (is_string) {
-                out.string(view_at(i));
+                char buf[detail::top_k_inline_max];
+                out.string(view_at(i, buf));
             } else {
                 Codec::write(out, slots_[i].item);
             }
@@ -357,15 +363,21 @@ class TopK {
         T item;
         std::uint64_t count;  // 0: empty
     };
+    // Up to 16 bytes: (a, b) as wyhash reads them (detail/top_k_string.hpp),
+    // no arena. Longer: a = the hash, b = 0, the bytes at arena_[offset].
     struct StringSlot {
-        std::uint64_t hash;
         std::uint64_t count;  // 0: empty
-        std::uint32_t offset;  // into arena_
+        std::uint64_t a;
+        std::uint64_t b;
         std::uint32_t len;
+        std::uint32_t offset;
     };
+    using StrKey = detail::TopKStringKey;
     using Slot = std::conditional_t<is_string, StringSlot, FixedSlot>;
 
-    TopK(unsigned lg_max, Seed seed, int) : lg_max_(lg_max), k_(guarantee_k(lg_max)), seed_(seed) {}
+    TopK(unsigned lg_max, Seed seed, int) : lg_max_(lg_max), k_(guarantee_k(lg_max)), seed_(seed) {
+        if constexpr (is_string) wy_seed_ = detail::top_k_wy_seed(seed.value);
+    }
 
     // A table of L slots holds up to 7L/8 items (the most that groups of 16
     // probed by tags carry without long probe paths) and purges at rank
@@ -395,10 +407,13 @@ class TopK {
         }
         return key;
     }
-    TALLY_ALWAYS_INLINE std::uint64_t hash_key(std::string_view key) const noexcept
+    // hash64 of the bytes, seeded; for up to 16 bytes from the key's (a, b).
+    TALLY_ALWAYS_INLINE std::uint64_t hash_key(const StrKey& key) const noexcept
         requires is_string
     {
-        return hash64(key.data(), key.size(), seed_.value);
+        if (TALLY_LIKELY(key.len <= detail::top_k_inline_max))
+            return detail::top_k_short_hash(key.a, key.b, key.len, wy_seed_);
+        return hash64(key.data, key.len, seed_.value);
     }
     TALLY_ALWAYS_INLINE std::uint64_t hash_key(const T& key) const noexcept
         requires(!is_string)
@@ -424,20 +439,40 @@ class TopK {
     }
     std::uint64_t stored_hash(std::size_t i) const noexcept {
         if constexpr (is_string) {
-            return slots_[i].hash;
+            return hash_of_slot(slots_[i]);
         } else {
             return hash_key(slots_[i].item);
         }
     }
 
-    std::string_view view_at(std::size_t i) const noexcept
+    // The held string's bytes: in `buf` (16 bytes) when short, else in the arena.
+    std::string_view view_at(std::size_t i, char* buf) const noexcept
         requires is_string
     {
-        return std::string_view(arena_.data() + slots_[i].offset, slots_[i].len);
+        const Slot& s = slots_[i];
+        if (s.len <= detail::top_k_inline_max) {
+            detail::top_k_string_bytes(s.a, s.b, s.len, buf);
+            return std::string_view(buf, s.len);
+        }
+        return std::string_view(arena_.data() + s.offset, s.len);
+    }
+    StrKey key_at(std::size_t i) const noexcept
+        requires is_string
+    {
+        const Slot& s = slots_[i];
+        if (s.len <= detail::top_k_inline_max) return StrKey{nullptr, s.len, s.a, s.b};
+        return StrKey{arena_.data() + s.offset, s.len, 0, 0};
+    }
+    // The bytes a held string keeps in the arena.
+    static std::size_t arena_len(const Slot& s) noexcept
+        requires is_string
+    {
+        return s.len > detail::top_k_inline_max ? s.len : 0;
     }
     T item_at(std::size_t i) const {
         if constexpr (is_string) {
-            return std::string(view_at(i));
+            char buf[detail::top_k_inline_max];
+            return std::string(view_at(i, buf));
         } else {
             return slots_[i].item;
         }
@@ -457,7 +492,7 @@ class TopK {
     template <class K>
     std::size_t find_key(const K& item) const noexcept {
         if constexpr (is_string) {
-            const std::string_view key(item);
+            const StrKey key = detail::top_k_string_key(std::string_view(item));
             return find_hashed(key, hash_key(key));
         } else {
             const T key = canonical(item);
@@ -468,8 +503,8 @@ class TopK {
     template <class K>
     TALLY_ALWAYS_INLINE bool slot_holds(const Slot& s, const K& key, std::uint64_t h) const noexcept {
         if constexpr (is_string) {
-            return s.hash == h && s.len == key.size() &&
-                   (key.empty() || std::memcmp(arena_.data() + s.offset, key.data(), key.size()) == 0);
+            if (key.len <= detail::top_k_inline_max) return s.len == key.len && s.a == key.a && s.b == key.b;
+            return s.len == key.len && s.a == h && std::memcmp(arena_.data() + s.offset, key.data, key.len) == 0;
         } else {
             (void)h;
             return detail::top_k_equal(s.item, key);
@@ -509,7 +544,8 @@ class TopK {
     // that slot gets the item, its tag, and count + weight (a free slot's
     // count is 0). Another match to check, a full home group or a full table
     // take add_slow.
-    TALLY_ALWAYS_INLINE void add_fast(const T& key, std::uint64_t h, std::uint64_t count) {
+    template <class K>
+    TALLY_ALWAYS_INLINE void add_fast(const K& key, std::uint64_t h, std::uint64_t count) {
         if (TALLY_UNLIKELY(size_ >= limit_)) return add_cold(key, h, count);
         const std::size_t base = home_of(h);
         const detail::TopKTag tag = detail::top_k_tag(h);
@@ -521,8 +557,7 @@ class TopK {
         // nonzero word (bit 16 is a stop), so that compilers keep it branch-free.
         constexpr std::uint32_t stop = 1u << group_width;
         const auto first = static_cast<std::uint32_t>(std::countr_zero(match | stop)) & (group_width - 1);
-        const std::uint32_t hit =
-            (match >> first) & static_cast<std::uint32_t>(detail::top_k_equal(s[first].item, key));
+        const std::uint32_t hit = (match >> first) & static_cast<std::uint32_t>(fast_equal(s[first], key));
         const std::uint32_t other = static_cast<std::uint32_t>((match & (match - 1)) != 0);
         if (TALLY_UNLIKELY((hit ^ 1u) & (static_cast<std::uint32_t>(empty == 0) | other)))
             return add_cold(key, h, count);
@@ -532,12 +567,38 @@ class TopK {
         // free slot's count is 0), and a hit writes its tag to a sink: a later
         // group load then never waits on a byte store that changed nothing.
         const std::uint64_t held = s[first].count & (std::uint64_t{0} - hit);
-        s[at].item = key;
+        fast_store(s[at], key);
         s[at].count = detail::sat_add(held, count);
         detail::TopKTag* const tag_at = tags_.data() + base + at;
         *(hit != 0 ? &tag_sink_ : tag_at) = tag;
         size_ += hit ^ 1u;
         total_ = detail::sat_add(total_, count);
+    }
+
+    // add_fast's item compare and store: integer operations only, so that
+    // the compiler keeps the add free of branches. Strings here are short.
+    TALLY_ALWAYS_INLINE static bool fast_equal(const Slot& s, const T& key) noexcept
+        requires(!is_string)
+    {
+        return detail::top_k_equal(s.item, key);
+    }
+    TALLY_ALWAYS_INLINE static bool fast_equal(const Slot& s, const StrKey& key) noexcept
+        requires is_string
+    {
+        return static_cast<bool>(static_cast<unsigned>(s.a == key.a) & static_cast<unsigned>(s.b == key.b) &
+                                 static_cast<unsigned>(s.len == key.len));
+    }
+    TALLY_ALWAYS_INLINE static void fast_store(Slot& s, const T& key) noexcept
+        requires(!is_string)
+    {
+        s.item = key;
+    }
+    TALLY_ALWAYS_INLINE static void fast_store(Slot& s, const StrKey& key) noexcept
+        requires is_string
+    {
+        s.a = key.a;
+        s.b = key.b;
+        s.len = static_cast<std::uint32_t>(key.len);
     }
 
     template <class K>
@@ -554,7 +615,9 @@ class TopK {
         if (i != npos) {
             slots_[i].count = detail::sat_add(slots_[i].count, count);
         } else {
-            if constexpr (is_string) reserve_string(key.size());
+            if constexpr (is_string) {
+                if (key.len > detail::top_k_inline_max) reserve_string(key.len);
+            }
             if (size_ >= limit_) {  // full, or no table yet
                 if (lg_slots_ < lg_max_) {
                     grow(slots_.empty() ? min_lg_slots : lg_slots_ + 1);
@@ -577,11 +640,17 @@ class TopK {
     TALLY_ALWAYS_INLINE void place_at(std::size_t at, const K& key, std::uint64_t h, std::uint64_t count) noexcept {
         Slot& s = slots_[at];
         if constexpr (is_string) {
-            s.hash = h;
-            s.offset = static_cast<std::uint32_t>(arena_.size());
-            s.len = static_cast<std::uint32_t>(key.size());
-            arena_.insert(arena_.end(), key.data(), key.data() + key.size());  // capacity reserved
-            arena_live_ += key.size();
+            s.len = static_cast<std::uint32_t>(key.len);
+            if (key.len <= detail::top_k_inline_max) {
+                s.a = key.a;
+                s.b = key.b;
+            } else {
+                s.a = h;
+                s.b = 0;
+                s.offset = static_cast<std::uint32_t>(arena_.size());
+                arena_.insert(arena_.end(), key.data, key.data + key.len);  // capacity reserved
+                arena_live_ += key.len;
+            }
         } else {
             s.item = key;
         }
@@ -623,7 +692,8 @@ class TopK {
     }
     std::uint64_t hash_of_slot(const Slot& s) const noexcept {
         if constexpr (is_string) {
-            return s.hash;
+            if (s.len <= detail::top_k_inline_max) return detail::top_k_short_hash(s.a, s.b, s.len, wy_seed_);
+            return s.a;
         } else {
             return slot_hash(s.item);
         }
@@ -648,8 +718,8 @@ class TopK {
             fresh.resize(arena_live_);  // arena_live_: the held strings' bytes
             std::size_t at = 0;
             for (Slot& s : slots_)
-                if (s.count != 0) {
-                    if (s.len != 0) std::memcpy(fresh.data() + at, arena_.data() + s.offset, s.len);
+                if (s.count != 0 && s.len > detail::top_k_inline_max) {
+                    std::memcpy(fresh.data() + at, arena_.data() + s.offset, s.len);
                     s.offset = static_cast<std::uint32_t>(at);
                     at += s.len;
                 }
@@ -710,7 +780,7 @@ class TopK {
                 group[j].count = left;
                 const auto kept = static_cast<std::uint32_t>(left != 0);
                 if constexpr (is_string)
-                    arena_live_ -= group[j].len & (std::size_t{0} - (static_cast<std::uint32_t>(c != 0) & (kept ^ 1u)));
+                    arena_live_ -= arena_len(group[j]) & (std::size_t{0} - (static_cast<std::uint32_t>(c != 0) & (kept ^ 1u)));
                 full |= kept << j;
             }
             Group::keep_only(group_tags, full);
@@ -897,10 +967,10 @@ class TopK {
 
     void insert_checked(const T& item, std::uint64_t count) {
         if constexpr (is_string) {
-            const std::string_view key(item);
+            const StrKey key = detail::top_k_string_key(item);
             const std::uint64_t h = hash_key(key);
             format_check(find_hashed(key, h) == npos, "TopK: duplicate item");
-            reserve_string(key.size());
+            if (key.len > detail::top_k_inline_max) reserve_string(key.len);
             place_new(key, h, count);
         } else {
             const std::uint64_t h = slot_hash(item);
@@ -935,7 +1005,9 @@ class TopK {
         std::size_t size() const noexcept { return 0; }
     };
     [[no_unique_address]] std::conditional_t<is_string, std::vector<char>, NoArena> arena_;
-    [[no_unique_address]] std::conditional_t<is_string, std::size_t, NoArena> arena_live_{};
+    [[no_unique_address]] std::conditional_t<is_string, std::size_t, NoArena> arena_live_{};  // long strings' bytes
+    struct NoSeed {};
+    [[no_unique_address]] std::conditional_t<is_string, std::uint64_t, NoSeed> wy_seed_{};  // hash64's seed step
 };
 
 TALLY_END_NAMESPACE
