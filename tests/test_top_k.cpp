@@ -1,5 +1,6 @@
 #include <tally/sketch/top_k.hpp>
 #include <tally/detail/top_k_group.hpp>
+#include <tally/detail/top_k_string.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -191,6 +192,79 @@ TEST_CASE("TopK honours its memory budget", "[top_k][big]") {
         st_over += st.memory_bytes() > budget + 4 * peak_held + 64;
     }
     CHECK(st_over == 0);
+}
+
+TEST_CASE("TopK<std::string>: strings up to 16 bytes held as wyhash's words", "[top_k]") {
+    Rng rng(21);
+    for (std::size_t len = 0; len <= tally::detail::top_k_inline_max; ++len) {
+        for (int trial = 0; trial < 50; ++trial) {
+            std::string s(len, '\0');
+            for (auto& c : s) c = static_cast<char>(trial < 2 ? (trial == 0 ? 0 : 0xff) : rng.below(256));
+            const auto key = tally::detail::top_k_string_key(s);
+            for (const std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{7}, rng.next()}) {
+                INFO("len " << len << " seed " << seed);
+                CHECK(tally::detail::top_k_short_hash(key.a, key.b, key.len, tally::detail::top_k_wy_seed(seed)) ==
+                      tally::hash64(s.data(), s.size(), seed));
+            }
+            char back[tally::detail::top_k_inline_max] = {};
+            tally::detail::top_k_string_bytes(key.a, key.b, key.len, back);
+            CHECK(std::string(back, len) == s);
+        }
+    }
+    // A run of one byte, 4..16 long, has the same two words at every length:
+    // only the length tells them apart. Pairs whose tags collide, in a table of
+    // one group, meet in the same compare.
+    int pairs = 0;
+    for (int c = 0; c < 256 && pairs < 20; ++c) {
+        for (std::size_t l1 = 4; l1 <= 16; ++l1) {
+            for (std::size_t l2 = l1 + 1; l2 <= 16; ++l2) {
+                const std::string x(l1, static_cast<char>(c)), y(l2, static_cast<char>(c));
+                if (tally::detail::top_k_tag(tally::hash64(x)) != tally::detail::top_k_tag(tally::hash64(y))) continue;
+                ++pairs;
+                auto one_group = TopK<std::string>::with_counters(14);
+                one_group.add(x, 5);
+                one_group.add(y, 3);
+                one_group.add(std::string_view(y), 1);
+                CHECK(one_group.lower_bound(x) == 5);
+                CHECK(one_group.lower_bound(y) == 4);
+                CHECK(one_group.size() == 2);
+            }
+        }
+    }
+    CHECK(pairs >= 20);
+    // every string of 0..20 bytes differing from a base in one byte (or only in
+    // length, or by NUL bytes) is its own item, short or long
+    TopK<std::string> top(4096);
+    Truth<std::string> truth;
+    std::vector<std::string> keys = {"", std::string(1, '\0'), std::string(2, '\0'), std::string(17, '\0')};
+    for (std::size_t len = 1; len <= 20; ++len) {
+        const std::string base = std::string("abcdefghijklmnopqrst").substr(0, len);
+        keys.push_back(base);
+        for (std::size_t at = 0; at < len; ++at) {
+            std::string v = base;
+            v[at] = 'Z';
+            keys.push_back(v);
+            v[at] = '\0';
+            keys.push_back(v);
+        }
+    }
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (truth.count(keys[i]) != 0) continue;
+        top.add(keys[i], i + 1);
+        truth[keys[i]] = i + 1;
+    }
+    REQUIRE(top.error_bound() == 0);
+    REQUIRE(top.size() == truth.size());
+    for (const auto& [item, f] : truth) CHECK(top.lower_bound(item) == f);
+    for (const auto& e : top.top()) CHECK(truth.at(e.item) == e.count);
+    const auto back = TopK<std::string>::deserialize(top.serialize());
+    for (const auto& [item, f] : truth) CHECK(back.lower_bound(item) == f);
+    CHECK(back.serialize() == top.serialize());
+    // a summary with another seed places them elsewhere and merges them as the same items
+    TopK<std::string> other(4096, tally::Seed{12345});
+    for (const auto& [item, f] : truth) other.add(item, f);
+    top.merge(other);
+    for (const auto& [item, f] : truth) CHECK(top.lower_bound(item) == 2 * f);
 }
 
 TEST_CASE("TopK with string items, looked up as string, string_view and literal", "[top_k]") {
