@@ -75,9 +75,10 @@ TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
 /// and has k() = 3L/8. Merges and weighted adds keep the guarantee.
 ///
 /// Cost: add is O(1) amortized (one group probe, without a branch on hit or
-/// miss for small trivially copyable T; a purge every > L/2 new items,
-/// O(L)). Memory: L slots of sizeof(T) + 8 bytes plus a tag byte (std::string:
-/// 25 bytes plus the held strings' bytes), allocated as the table fills.
+/// miss for small trivially copyable T and strings of <= 16 bytes; a purge
+/// every > L/2 new items, O(L)). Memory: L slots of sizeof(T) + 8 bytes plus
+/// a tag byte (std::string: 33 bytes, plus the bytes of held strings over 16
+/// bytes), allocated as the table fills.
 /// Thread safety: const methods may run concurrently; add, merge, clear need
 /// exclusive access. Lookups are noexcept; add may throw std::bad_alloc and
 /// then leaves the summary unchanged. Seed::random() for untrusted items.
