@@ -172,16 +172,10 @@ class BloomFilter {
         return false;
     }
 
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((noinline))
-#endif
-    void add_block_general(std::uint64_t h) noexcept {
+    TALLY_BLOOM_NOINLINE void add_block_general(std::uint64_t h) noexcept {
         add_block(h);
     }
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((noinline))
-#endif
-    bool contains_general(std::uint64_t h) const noexcept {
+    TALLY_BLOOM_NOINLINE bool contains_general(std::uint64_t h) const noexcept {
         return contains_block(h);
     }
 
