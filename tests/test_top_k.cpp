@@ -1,4 +1,5 @@
 #include <tally/sketch/top_k.hpp>
+#include <tally/detail/top_k_group.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +22,29 @@ using tally::test::big;
 using tally::test::Rng;
 
 using tally::test::Zipf;
+
+// Items whose hashes collide on purpose: `hashes` distinct hashes in all
+// (0: a single one), so items pile up in one home group, share its tag, and
+// spill over into the groups after it.
+struct Clash {
+    std::uint32_t v;
+    std::uint32_t hashes;
+    bool operator==(const Clash& o) const noexcept { return v == o.v; }
+};
+
+namespace tally {
+template <>
+struct Hasher<Clash> {
+    std::uint64_t operator()(const Clash& c) const noexcept {
+        return c.hashes == 0 ? 0x5555555555555555ull : detail::mix64(c.v % c.hashes);
+    }
+};
+}  // namespace tally
+
+template <>
+struct std::hash<Clash> {
+    std::size_t operator()(const Clash& c) const noexcept { return c.v; }
+};
 
 namespace {
 
@@ -298,6 +322,72 @@ TEST_CASE("TopK under adversarial streams", "[top_k][big]") {
     }
 }
 
+TEST_CASE("TopK tag groups: SSE2 and the portable path give the same exact masks", "[top_k]") {
+    using tally::detail::TopKTag;
+    Rng rng(21);
+    for (int round = 0; round < 4000; ++round) {
+        // tags drawn from a few values so that matches and empties are frequent
+        TopKTag tags[16];
+        for (auto& t : tags)
+            t = rng.below(4) == 0 ? tally::detail::top_k_empty_tag : TopKTag(rng.below(round % 2 ? 4 : 128));
+        const auto want_tag = TopKTag(rng.below(round % 2 ? 4 : 128));
+        std::uint32_t match = 0, empty = 0;
+        for (std::uint32_t j = 0; j < 16; ++j) {
+            match |= static_cast<std::uint32_t>(tags[j] == want_tag) << j;
+            empty |= static_cast<std::uint32_t>(tags[j] == tally::detail::top_k_empty_tag) << j;
+        }
+        const auto swar = tally::detail::TopKGroupSwar::load(tags);
+        const auto group = tally::detail::TopKGroup::load(tags);
+        REQUIRE(swar.match(want_tag) == match);
+        REQUIRE(swar.empty() == empty);
+        REQUIRE(group.match(want_tag) == match);
+        REQUIRE(group.empty() == empty);
+        const auto keep = static_cast<std::uint32_t>(rng.below(1u << 16));
+        TopKTag a[16], b[16];
+        std::copy(tags, tags + 16, a);
+        std::copy(tags, tags + 16, b);
+        tally::detail::TopKGroupSwar::keep_only(a, keep);
+        tally::detail::TopKGroup::keep_only(b, keep);
+        for (std::uint32_t j = 0; j < 16; ++j) {
+            const TopKTag want = (keep >> j) & 1u ? tags[j] : tally::detail::top_k_empty_tag;
+            REQUIRE(a[j] == want);
+            REQUIRE(b[j] == want);
+        }
+        std::size_t bits = 0;
+        for (std::uint32_t j = 0; j < 16; ++j) bits += (keep >> j) & 1u;
+        REQUIRE(tally::detail::popcount16(keep) == bits);
+    }
+}
+
+TEST_CASE("TopK with colliding hashes: long probe paths through full groups, purges re-place them", "[top_k]") {
+    // 0: every item has the same hash; 1..7: that many hashes (a few home groups,
+    // each item sharing its tag with a seventh of the others)
+    const std::uint32_t hashes = GENERATE(0u, 1u, 3u, 7u);
+    INFO("distinct hashes " << hashes);
+    const std::size_t k = GENERATE(std::size_t{6}, std::size_t{100});
+    TopK<Clash> top(k);
+    Truth<Clash> truth;
+    Rng rng(hashes * 10 + k);
+    Zipf z(3000, 1.1);
+    for (int i = 0; i < 30'000; ++i) {
+        const Clash x{static_cast<std::uint32_t>(rng.below(5) == 0 ? rng.below(1u << 30) : z(rng)), hashes};
+        const std::uint64_t w = i % 50 == 0 ? 1 + rng.below(20) : 1;
+        top.add(x, w);
+        truth[x] += w;
+    }
+    CHECK(top.error_bound() > 0);  // purges ran
+    check_guarantee(top, truth);
+    // merging two such summaries (the other side's items placed one by one)
+    TopK<Clash> other(k);
+    for (int i = 0; i < 5000; ++i) {
+        const Clash x{static_cast<std::uint32_t>(z(rng)), hashes};
+        other.add(x);
+        ++truth[x];
+    }
+    top.merge(other);
+    check_guarantee(top, truth);
+}
+
 TEST_CASE("TopK with a seed: same answers, other layout, the seed travels", "[top_k]") {
     const tally::Seed seed{0x1234567};
     TopK<std::uint64_t> a(50), b(50, seed);
@@ -477,7 +567,7 @@ TEST_CASE("TopK rejects bad parameters and incompatible merges", "[top_k]") {
                       "tally::TopK::with_counters: counters 0 is out of range [1, 805306368]");
     CHECK_THROWS_WITH(TopK<std::uint64_t>::with_memory(100),
                       "tally::TopK::with_memory: bytes 100 is out of range [" +
-                          std::to_string(TopK<std::uint64_t>::with_counters(1).memory_bytes() + 16 * 16) + ", " +
+                          std::to_string(TopK<std::uint64_t>::with_counters(1).memory_bytes() + 16 * (16 + 1)) + ", " +
                           std::to_string(std::numeric_limits<std::size_t>::max()) + "]");
     TopK<int> target(5);
     target.add(3, 7);

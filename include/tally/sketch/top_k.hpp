@@ -6,6 +6,7 @@
 #include "../detail/abi.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -26,6 +27,13 @@
 #include "../detail/item_codec.hpp"
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
+#include "../detail/top_k_group.hpp"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TALLY_DETAIL_TOP_K_NOINLINE __attribute__((noinline))
+#else
+#define TALLY_DETAIL_TOP_K_NOINLINE
+#endif
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {
@@ -52,7 +60,8 @@ TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
 }  // namespace detail
 
 /// Frequent items: Misra-Gries counters ("Finding repeated elements", Sci.
-/// Comput. Program. 2, 1982) in one open-addressed table, purged in batches
+/// Comput. Program. 2, 1982) in one open-addressed table of 16-slot groups
+/// with a tag byte per slot, probed 16 at a time (SSE2), purged in batches
 /// at a quantile of the counts (Anderson et al., "A high-performance
 /// algorithm for identifying frequent items in data streams", IMC 2017);
 /// merged as in Agarwal et al., "Mergeable summaries", PODS 2012.
@@ -64,9 +73,10 @@ TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
 /// the table so that k() >= k; a table of L slots holds up to 3L/4 counters
 /// and has k() = 3L/8. Merges and weighted adds keep the guarantee.
 ///
-/// Cost: add is O(1) amortized (a probe; a purge every >= 3L/8 new items,
-/// O(L)). Memory: L slots of sizeof(T) + 8 bytes (std::string: 24 bytes plus
-/// the held strings' bytes), allocated as the table fills; memory_bytes().
+/// Cost: add is O(1) amortized (one group probe, without a branch on hit or
+/// miss for small trivially copyable T; a purge every >= 3L/8 new items,
+/// O(L)). Memory: L slots of sizeof(T) + 8 bytes plus a tag byte (std::string:
+/// 25 bytes plus the held strings' bytes), allocated as the table fills.
 /// Thread safety: const methods may run concurrently; add, merge, clear need
 /// exclusive access. Lookups are noexcept; add may throw std::bad_alloc and
 /// then leaves the summary unchanged. Seed::random() for untrusted items.
@@ -129,10 +139,14 @@ class TopK {
         if (count == 0) return;
         if constexpr (is_string) {
             const std::string_view key(item);
-            add_impl(key, hash_key(key), count);
+            add_slow(key, hash_key(key), count);
         } else {
             const T key = canonical(item);
-            add_impl(key, hash_key(key), count);
+            if constexpr (branch_free) {
+                add_fast(key, slot_hash(key), count);
+            } else {
+                add_slow(key, slot_hash(key), count);
+            }
         }
     }
 
@@ -140,6 +154,8 @@ class TopK {
     void clear() noexcept {
         slots_.clear();
         slots_.shrink_to_fit();
+        tags_.clear();
+        tags_.shrink_to_fit();
         if constexpr (is_string) {
             arena_.clear();
             arena_.shrink_to_fit();
@@ -147,6 +163,9 @@ class TopK {
         }
         lg_slots_ = 0;
         mask_ = 0;
+        home_mask_ = 0;
+        home_shift_ = 0;
+        limit_ = 0;
         size_ = 0;
         total_ = 0;
         offset_ = 0;
@@ -198,7 +217,8 @@ class TopK {
     [[nodiscard]] bool empty() const noexcept { return total_ == 0; }
     [[nodiscard]] Seed seed() const noexcept { return seed_; }
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        std::size_t bytes = sizeof(*this) + slots_.capacity() * sizeof(Slot);
+        std::size_t bytes =
+            sizeof(*this) + slots_.capacity() * sizeof(Slot) + tags_.capacity() * sizeof(detail::TopKTag);
         if constexpr (is_string) bytes += arena_.capacity();
         return bytes;
     }
@@ -230,7 +250,7 @@ class TopK {
         for (std::size_t i = 0; i < slots_.size(); ++i)
             if (slots_[i].count != 0) {
                 of_slot[i] = static_cast<std::uint32_t>(cand.size());
-                cand.push_back({this, i, stored_hash(i), slots_[i].count});
+                cand.push_back({this, i, hash_of_slot(slots_[i]), slots_[i].count});
             }
         for (std::size_t j = 0; j < other.slots_.size(); ++j) {
             if (other.slots_[j].count == 0) continue;
@@ -241,7 +261,7 @@ class TopK {
                 h = hash_key(key);
                 i = find_hashed(key, h);
             } else {
-                h = hash_key(other.slots_[j].item);
+                h = slot_hash(other.slots_[j].item);
                 i = find_hashed(other.slots_[j].item, h);
             }
             if (i != npos) {
@@ -350,7 +370,7 @@ class TopK {
     static constexpr std::size_t max_counters(unsigned lg) noexcept { return (std::size_t{3} << lg) / 4; }
     static constexpr std::size_t guarantee_k(unsigned lg) noexcept { return (std::size_t{3} << lg) / 8; }
     static constexpr std::size_t table_bytes(unsigned lg) noexcept {
-        return sizeof(TopK) + (std::size_t{1} << lg) * sizeof(Slot);
+        return sizeof(TopK) + (std::size_t{1} << lg) * (sizeof(Slot) + sizeof(detail::TopKTag));
     }
     static unsigned lg_for_k(std::size_t k) {
         detail::check_range("tally::TopK::TopK", "k", k, std::size_t{1}, max_k);
@@ -381,6 +401,22 @@ class TopK {
         const std::uint64_t h = Hasher<T>{}(key);
         return seed_.value == 0 ? h : detail::mix64(h ^ seed_.value);
     }
+    // Where a fixed-size item sits. Integers under the default seed take one
+    // multiply (Knuth's multiplicative hashing: the table reads the product's
+    // top bits, which depend on every bit of the key); everything else takes
+    // hash_key. The order of equal counts in top() is by hash_key either way.
+    TALLY_ALWAYS_INLINE std::uint64_t slot_hash(const T& key) const noexcept
+        requires(!is_string)
+    {
+        if constexpr (std::is_integral_v<T>) {
+            if (seed_.value == 0) return static_cast<std::uint64_t>(key) * 0x9e3779b97f4a7c15ull;
+        }
+        return hash_key(key);
+    }
+    // The tag is the hash's top 7 bits (detail::top_k_tag), the home group the bits below them.
+    TALLY_ALWAYS_INLINE std::size_t home_of(std::uint64_t h) const noexcept {
+        return static_cast<std::size_t>(h >> home_shift_) & home_mask_;
+    }
     std::uint64_t stored_hash(std::size_t i) const noexcept {
         if constexpr (is_string) {
             return slots_[i].hash;
@@ -402,7 +438,17 @@ class TopK {
         }
     }
 
-    // ---- the table: linear probing, count 0 marks an empty slot ----
+    // ---- the table: groups of 16 slots with one tag byte each ----
+    // (detail/top_k_group.hpp). An item lives in the first group, from its
+    // home group (home_of(h)) on, that had a free slot when it was
+    // placed, so a lookup stops at the first group with a free slot. Nothing
+    // is deleted between purges, and purge() re-places what it keeps, so that
+    // stays true. A slot is free iff its tag is empty iff its count is 0.
+    using Group = detail::TopKGroup;
+    static constexpr std::size_t group_width = detail::top_k_group_width;
+    // Small trivially copyable items take the add without a hit/miss branch.
+    static constexpr bool branch_free = !is_string && std::is_trivially_copyable_v<T> && sizeof(T) <= 16;
+
     template <class K>
     std::size_t find_key(const K& item) const noexcept {
         if constexpr (is_string) {
@@ -410,7 +456,7 @@ class TopK {
             return find_hashed(key, hash_key(key));
         } else {
             const T key = canonical(item);
-            return find_hashed(key, hash_key(key));
+            return find_hashed(key, slot_hash(key));
         }
     }
 
@@ -425,54 +471,95 @@ class TopK {
         }
     }
 
+    // `free_slot`, when given, gets the first free slot on the path if the item is absent.
     template <class K>
-    std::size_t find_hashed(const K& key, std::uint64_t h) const noexcept {
+    std::size_t find_hashed(const K& key, std::uint64_t h, std::size_t* free_slot = nullptr) const noexcept {
         if (slots_.empty()) return npos;
-        for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
-            const Slot& s = slots_[i];
-            if (s.count == 0) return npos;
-            if (slot_holds(s, key, h)) return i;
+        const detail::TopKTag tag = detail::top_k_tag(h);
+        for (std::size_t base = home_of(h);; base = (base + group_width) & mask_) {
+            const Group g = Group::load(tags_.data() + base);
+            for (std::uint32_t m = g.match(tag); m != 0; m &= m - 1) {
+                const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(m));
+                if (slot_holds(slots_[i], key, h)) return i;
+            }
+            if (const std::uint32_t e = g.empty(); e != 0) {
+                if (free_slot != nullptr) *free_slot = base + static_cast<std::size_t>(std::countr_zero(e));
+                return npos;
+            }
         }
     }
 
+    // The first free slot on h's probe path (there is one: size_ <= 3L/4).
     std::size_t empty_from(std::uint64_t h) const noexcept {
-        std::size_t i = h & mask_;
-        while (slots_[i].count != 0) i = (i + 1) & mask_;
-        return i;
+        for (std::size_t base = home_of(h);; base = (base + group_width) & mask_) {
+            const std::uint32_t e = Group::load(tags_.data() + base).empty();
+            if (e != 0) return base + static_cast<std::size_t>(std::countr_zero(e));
+        }
+    }
+
+    // The common case without a branch on hit or miss (on a Zipf stream
+    // either is frequent, and a mispredicted branch costs more than the rest
+    // of the add): the item is the first tag match of its home group, if that
+    // slot holds it, else it takes the group's first free slot. Either way
+    // that slot gets the item, its tag, and count + weight (a free slot's
+    // count is 0). Another match to check, a full home group or a full table
+    // take add_slow.
+    TALLY_ALWAYS_INLINE void add_fast(const T& key, std::uint64_t h, std::uint64_t count) {
+        if (TALLY_UNLIKELY(size_ >= limit_)) return add_cold(key, h, count);
+        const std::size_t base = home_of(h);
+        const detail::TopKTag tag = detail::top_k_tag(h);
+        const Group g = Group::load(tags_.data() + base);
+        const std::uint32_t match = g.match(tag);
+        const std::uint32_t empty = g.empty();
+        Slot* const s = slots_.data() + base;
+        // Integer arithmetic rather than && or ?:, and countr_zero of a
+        // nonzero word (bit 16 is a stop), so that compilers keep it branch-free.
+        constexpr std::uint32_t stop = 1u << group_width;
+        const auto first = static_cast<std::uint32_t>(std::countr_zero(match | stop)) & (group_width - 1);
+        const std::uint32_t hit =
+            (match >> first) & static_cast<std::uint32_t>(detail::top_k_equal(s[first].item, key));
+        const std::uint32_t other = static_cast<std::uint32_t>((match & (match - 1)) != 0);
+        if (TALLY_UNLIKELY((hit ^ 1u) & (static_cast<std::uint32_t>(empty == 0) | other)))
+            return add_cold(key, h, count);
+        const std::uint32_t take = 0u - hit;  // all ones on a hit
+        const auto at = static_cast<std::size_t>(std::countr_zero((match & take) | (empty & ~take) | stop));
+        // The held count is read with the item, not after `at` is known (a
+        // free slot's count is 0), and a hit writes its tag to a sink: a later
+        // group load then never waits on a byte store that changed nothing.
+        const std::uint64_t held = s[first].count & (std::uint64_t{0} - hit);
+        s[at].item = key;
+        s[at].count = detail::sat_add(held, count);
+        detail::TopKTag* const tag_at = tags_.data() + base + at;
+        *(hit != 0 ? &tag_sink_ : tag_at) = tag;
+        size_ += hit ^ 1u;
+        total_ = detail::sat_add(total_, count);
     }
 
     template <class K>
-    TALLY_ALWAYS_INLINE void add_impl(const K& key, std::uint64_t h, std::uint64_t count) {
-        std::size_t i = npos;
-        if (TALLY_LIKELY(!slots_.empty())) {
-            for (i = h & mask_;; i = (i + 1) & mask_) {
-                Slot& s = slots_[i];
-                if (s.count == 0) break;
-                if (slot_holds(s, key, h)) {
-                    s.count = detail::sat_add(s.count, count);
-                    total_ = detail::sat_add(total_, count);
-                    return;
+    TALLY_DETAIL_TOP_K_NOINLINE void add_cold(const K& key, std::uint64_t h, std::uint64_t count) {
+        add_slow(key, h, count);
+    }
+
+    // A lookup, then on a miss everything that can throw (table growth,
+    // string storage) before the first change.
+    template <class K>
+    TALLY_ALWAYS_INLINE void add_slow(const K& key, std::uint64_t h, std::uint64_t count) {
+        std::size_t free_slot = npos;
+        const std::size_t i = find_hashed(key, h, &free_slot);
+        if (i != npos) {
+            slots_[i].count = detail::sat_add(slots_[i].count, count);
+        } else {
+            if constexpr (is_string) reserve_string(key.size());
+            if (size_ >= limit_) {  // full, or no table yet
+                if (lg_slots_ < lg_max_) {
+                    grow(slots_.empty() ? min_lg_slots : lg_slots_ + 1);
+                } else {
+                    purge();
                 }
+                free_slot = empty_from(h);
             }
+            place_at(free_slot, key, h, count);
         }
-        add_new(key, h, count, i);
-    }
-
-    // A miss: everything that can throw (table growth, string storage)
-    // happens before the first change.
-    // `at` is the empty slot the probe for `key` ended at (npos: no table yet).
-    template <class K>
-    void add_new(const K& key, std::uint64_t h, std::uint64_t count, std::size_t at) {
-        if constexpr (is_string) reserve_string(key.size());
-        if (size_ >= max_counters(lg_slots_) || slots_.empty()) {
-            if (lg_slots_ < lg_max_) {
-                grow(slots_.empty() ? min_lg_slots : lg_slots_ + 1);
-            } else {
-                purge();
-            }
-            at = empty_from(h);
-        }
-        place_at(at, key, h, count);
         total_ = detail::sat_add(total_, count);
     }
 
@@ -494,6 +581,7 @@ class TopK {
             s.item = key;
         }
         s.count = count;
+        tags_[at] = detail::top_k_tag(h);
         ++size_;
     }
 
@@ -510,40 +598,55 @@ class TopK {
     }
 
     void grow(unsigned lg) {
-        std::vector<Slot> fresh(std::size_t{1} << lg);  // may throw; nothing has changed yet
+        const std::size_t n = std::size_t{1} << lg;
+        std::vector<Slot> fresh(n);  // these two may throw; nothing has changed yet
+        std::vector<detail::TopKTag> fresh_tags(n, detail::top_k_empty_tag);
         fresh.swap(slots_);
+        tags_.swap(fresh_tags);
         lg_slots_ = lg;
-        mask_ = (std::size_t{1} << lg) - 1;
+        mask_ = n - 1;
+        home_mask_ = mask_ & ~(group_width - 1);
+        home_shift_ = 57 - lg;
+        limit_ = max_counters(lg);
         for (Slot& s : fresh)
             if (s.count != 0) {
-                slots_[empty_from(hash_of_slot(s))] = std::move(s);
+                const std::uint64_t h = hash_of_slot(s);
+                const std::size_t at = empty_from(h);
+                slots_[at] = std::move(s);
+                tags_[at] = detail::top_k_tag(h);
             }
     }
     std::uint64_t hash_of_slot(const Slot& s) const noexcept {
         if constexpr (is_string) {
             return s.hash;
         } else {
-            return hash_key(s.item);
+            return slot_hash(s.item);
         }
     }
 
     // Room for one more string of `len` bytes, compacting the arena (dropping
     // the bytes of purged items) when it would grow anyway.
-    void reserve_string(std::size_t len)
+    TALLY_ALWAYS_INLINE void reserve_string(std::size_t len)
         requires is_string
     {
-        if (arena_.size() + len <= arena_.capacity()) return;
+        if (TALLY_UNLIKELY(arena_.size() + len > arena_.capacity())) grow_arena(len);
+    }
+    TALLY_DETAIL_TOP_K_NOINLINE void grow_arena(std::size_t len)
+        requires is_string
+    {
         const std::size_t live = arena_live_ + len;
         if (live > std::numeric_limits<std::uint32_t>::max())
             detail::throw_invalid_argument("tally::TopK::add: held items would exceed 4 GiB of string bytes");
         if (arena_.size() - arena_live_ >= arena_live_) {
             std::vector<char> fresh;
             fresh.reserve(std::max<std::size_t>(64, std::min<std::size_t>(2 * live, 0xFFFFFFFFull)));
+            fresh.resize(arena_live_);  // arena_live_: the held strings' bytes
+            std::size_t at = 0;
             for (Slot& s : slots_)
                 if (s.count != 0) {
-                    const auto off = static_cast<std::uint32_t>(fresh.size());
-                    fresh.insert(fresh.end(), arena_.data() + s.offset, arena_.data() + s.offset + s.len);
-                    s.offset = off;
+                    if (s.len != 0) std::memcpy(fresh.data() + at, arena_.data() + s.offset, s.len);
+                    s.offset = static_cast<std::uint32_t>(at);
+                    at += s.len;
                 }
             arena_.swap(fresh);
         } else {
@@ -558,40 +661,94 @@ class TopK {
     // at least counters() - r + 1 slots are freed.
     void purge() noexcept {
         const std::size_t r = guarantee_k(lg_slots_);
-        const std::uint64_t m = rth_largest(r);
-        std::size_t start = 0;
-        while (slots_[start].count != 0) ++start;  // empty before the purge: no probe run crosses it
-        // One sweep in probe order from `start`: every slot before the current
-        // one is final, so a survivor moves to the first empty slot from its
-        // home, which is never past where it was.
-        std::size_t held = 0;
-        for (std::size_t step = 1; step < slots_.size(); ++step) {
-            const std::size_t i = (start + step) & mask_;
-            Slot& s = slots_[i];
-            const std::uint64_t c = s.count;
-            s.count = c > m ? c - m : 0;
-            if (s.count == 0) {
-                if constexpr (is_string) arena_live_ -= c != 0 ? s.len : 0;
-                continue;
+        std::uint64_t m;
+        if (last_threshold_ == 1) {
+            // Most purges of a stream of unit adds subtract 1, which is never
+            // above the r-th largest (all size_ >= r held counts are >= 1):
+            // subtract it first. If r counts are still held, the r-th largest
+            // was m' + 1 with m' the r-th largest of what is left; subtracting
+            // m' next ends in the same state as subtracting m' + 1 at once.
+            m = 1;
+            if (subtract(1) >= r) {
+                const std::uint64_t more = select_rth_largest(r);
+                subtract(more);
+                m += more;
             }
-            ++held;
-            std::size_t to = hash_of_slot(s) & mask_;
-            while (to != i && slots_[to].count != 0) to = (to + 1) & mask_;
-            if (to != i) {
-                slots_[to] = std::move(s);
-                s.count = 0;
-            }
+        } else {
+            m = rth_largest(r);
+            subtract(m);
         }
-        size_ = held;
+        last_threshold_ = m;
         offset_ = detail::sat_add(offset_, m);
     }
 
-    // The r-th largest held count (1 <= r <= size_): a histogram of counts
-    // capped at 255, and byte-wise radix selection only when the answer is larger.
+    // Subtracts m from every count (m <= the r-th largest), frees the slots
+    // that reach zero and re-places what is left; returns size_, the items held.
+    std::size_t subtract(std::uint64_t m) noexcept {
+        std::size_t start = 0;  // a group with a free slot: no probe path crosses it
+        while (Group::load(tags_.data() + start).empty() == 0) start += group_width;
+        // One sweep over the groups in probe order after `start`: every group
+        // before the current one is final, so a survivor away from home moves
+        // to the first free slot on its path, which is never past where it was.
+        // Only a group after one that was full can hold items away from home.
+        std::size_t held = 0;
+        bool after_full = false;
+        for (std::size_t step = 1; step <= slots_.size() / group_width; ++step) {
+            const std::size_t base = (start + step * group_width) & mask_;
+            Slot* const group = slots_.data() + base;
+            detail::TopKTag* const group_tags = tags_.data() + base;
+            const bool was_full = Group::load(group_tags).empty() == 0;
+            std::uint32_t full = 0;
+            for (std::size_t j = 0; j < group_width; ++j) {  // branch-free: survival is a coin toss
+                const std::uint64_t c = group[j].count;
+                const std::uint64_t left = c - std::min(c, m);
+                group[j].count = left;
+                const auto kept = static_cast<std::uint32_t>(left != 0);
+                if constexpr (is_string)
+                    arena_live_ -= group[j].len & (std::size_t{0} - (static_cast<std::uint32_t>(c != 0) & (kept ^ 1u)));
+                full |= kept << j;
+            }
+            Group::keep_only(group_tags, full);
+            held += detail::popcount16(full);
+            if (!after_full) full = 0;
+            after_full = was_full;
+            for (; full != 0; full &= full - 1) {
+                const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(full));
+                for (std::size_t to = home_of(hash_of_slot(slots_[i])); to != base; to = (to + group_width) & mask_) {
+                    const std::uint32_t e = Group::load(tags_.data() + to).empty();
+                    if (e == 0) continue;
+                    const std::size_t at = to + static_cast<std::size_t>(std::countr_zero(e));
+                    slots_[at] = std::move(slots_[i]);
+                    slots_[i].count = 0;
+                    tags_[at] = tags_[i];
+                    tags_[i] = detail::top_k_empty_tag;
+                    break;
+                }
+            }
+        }
+        size_ = held;
+        return held;
+    }
+
+    // The r-th largest held count (1 <= r <= size_). Purges of one stream
+    // mostly pick the threshold of the previous purge: one counting pass
+    // checks it. Else a histogram of counts capped at 255, and byte-wise radix
+    // selection only when the answer is larger.
     std::uint64_t rth_largest(std::size_t r) const noexcept {
+        const std::uint64_t guess = last_threshold_;  // >= 1: free slots (count 0) never count
+        std::size_t at_least = 0, above = 0;
+        for (const Slot& s : slots_) {
+            at_least += s.count >= guess;
+            above += s.count > guess;
+        }
+        if (at_least >= r && above < r) return guess;
+        return select_rth_largest(r);
+    }
+
+    std::uint64_t select_rth_largest(std::size_t r) const noexcept {
         std::uint32_t hist[256] = {};
         std::uint64_t top = 0;
-        for (const Slot& s : slots_) {  // empty slots land in hist[0]
+        for (const Slot& s : slots_) {  // free slots land in hist[0]
             ++hist[s.count < 255 ? s.count : 255];
             top = std::max(top, s.count);
         }
@@ -623,7 +780,6 @@ class TopK {
         }
         return prefix;
     }
-
     std::vector<std::size_t> canonical_order() const {
         struct Key {
             std::uint64_t count;
@@ -739,7 +895,7 @@ class TopK {
             reserve_string(key.size());
             place_new(key, h, count);
         } else {
-            const std::uint64_t h = hash_key(item);
+            const std::uint64_t h = slot_hash(item);
             format_check(find_hashed(item, h) == npos, "TopK: duplicate item");
             place_new(item, h, count);
         }
@@ -756,11 +912,17 @@ class TopK {
     std::size_t k_;               // the guarantee's k
     Seed seed_;
     unsigned lg_slots_ = 0;       // current size (grows to lg_max_); 0 before the first add
-    std::size_t mask_ = 0;
+    std::size_t mask_ = 0;        // slots - 1
+    std::size_t home_mask_ = 0;   // mask_ without the in-group bits
+    unsigned home_shift_ = 0;     // 57 - lg: the home group is the hash's bits below the tag
+    std::size_t limit_ = 0;       // counters of the current table (0 before the first add)
+    std::uint64_t last_threshold_ = 1;  // the last purge's m: a hint for the next
+    detail::TopKTag tag_sink_{};        // add_fast's tag store on a hit
     std::size_t size_ = 0;        // held items
     std::uint64_t total_ = 0;     // N
     std::uint64_t offset_ = 0;    // D: the sum of all purge thresholds
     std::vector<Slot> slots_;
+    std::vector<detail::TopKTag> tags_;  // one per slot: detail::top_k_tag of the hash, or empty
     struct NoArena {
         std::size_t size() const noexcept { return 0; }
     };
