@@ -227,8 +227,8 @@ return out
 
 // GCRA batch: every key of #KEYS decided and charged on its own, one quota
 // and cost for all. ARGV: mode ('S' Redis TIME, 'C' the caller's index),
-// then the six arguments of lua_gcra. One MGET reads every key; one SET per
-// charged key writes it.
+// then the six arguments of lua_gcra. One MGET reads every key, one MSET
+// writes the charged ones, one PEXPIRE per charged key sets its TTL.
 //
 // Reply, flat: {ext, u, r_1 .. r_m, then ext triples tat_hi, tat_lo, ok}.
 // r_i = ok + 4 * debt, with ok 0 (denied) or 1 (admitted) and debt = TAT -
@@ -238,7 +238,8 @@ return out
 // more (a caller's time far behind the key's), whose TAT and ok follow in
 // order after the m entries; ext counts those triples.
 //
-// Cost per key: the MGET slot, the parse of a non-fresh state, one SET. A
+// Cost per key: the MGET slot, the parse of a non-fresh state, the MSET
+// slot and one PEXPIRE. A
 // fresh or replenished key gets the same state string and TTL, formatted
 // once per call; only a key in debt formats its own.
 inline constexpr std::string_view lua_gcra_batch = R"lua(
@@ -311,8 +312,19 @@ if fresh_ok and cost > 0 then
   fresh_state = state(nh, nl + cost)
   fresh_ttl = string.format('%d', ttl(math.floor(cost * ms - lead) + 2))
 end
--- `seen`: what this call wrote, for keys that repeat within the batch.
+-- The writes go out together at the end: one MSET, then one PEXPIRE per key
+-- in batch order (cheaper than a SET ... PX each: no status reply to turn
+-- into a Lua table). `seen`: the state this call gave a key, for keys that
+-- repeat within the batch.
 local out, ext, ne, seen = {0, u}, {}, 0, {}
+local kv, ttls, nw = {}, {}, 0
+local function put(k, st, t)
+  kv[2 * nw + 1] = k
+  kv[2 * nw + 2] = st
+  nw = nw + 1
+  ttls[nw] = t
+  seen[k] = st
+end
 for i = 1, m do
   local k = KEYS[i]
   local v = seen[k] or vals[i]
@@ -328,10 +340,7 @@ for i = 1, m do
     r = 0
     if fresh_ok then
       r = 1
-      if fresh_state then
-        redis.call('SET', k, fresh_state, 'PX', fresh_ttl)
-        seen[k] = fresh_state
-      end
+      if fresh_state then put(k, fresh_state, fresh_ttl) end
     end
   elseif h then
     local dh, dl = th - nh, tl - nl
@@ -348,9 +357,8 @@ for i = 1, m do
     if cost <= avail(th, tl, level) then
       r = 1
       if cost > 0 then
-        local st = tl + cost < P and 'g1:' .. h .. ':' .. (tl + cost) or state(th, tl + cost)
-        redis.call('SET', k, st, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
-        seen[k] = st
+        put(k, tl + cost < P and 'g1:' .. h .. ':' .. (tl + cost) or state(th, tl + cost),
+            ttl(math.floor((debt + cost) * ms - lead) + 2))
       end
     end
     if dh < 262144 then
@@ -364,6 +372,10 @@ for i = 1, m do
     end
   end
   out[i + 2] = r
+end
+if nw > 0 then
+  redis.call('MSET', unpack(kv))
+  for j = 1, nw do redis.call('PEXPIRE', kv[2 * j - 1], ttls[j]) end
 end
 out[1] = ne / 3
 for j = 1, ne do out[m + 2 + j] = ext[j] end
