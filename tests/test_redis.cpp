@@ -686,6 +686,26 @@ TEST_CASE("redis keys: binary-safe, prefixed, with a TTL of their time to full r
     CHECK(tally_test::must(client.command({"EXISTS", full})).integer == 0);
     // Still full after the key is gone.
     CHECK(g.try_acquire(key, 0).remaining == 20);
+    // Batches: several keys charged (one MSET, a PEXPIRE each, a repeat taking
+    // the later TTL) and a single key charged (one SET ... PX).
+    const std::vector<std::string_view> many{"b1", "b2", "b1"}, one{"b3"};
+    std::vector<Decision> got(3, Decision{false, 0, 0, 0}), got1(1, Decision{false, 0, 0, 0});
+    g.try_acquire_batch(many, got, 3);
+    g.try_acquire_batch(one, got1, 5);
+    REQUIRE((got[0].allowed && got[1].allowed && got[2].allowed && got1[0].allowed));
+    CHECK(got[2].remaining == 14);
+    std::uint64_t longest = 0;
+    for (const auto& [k, dk] : {std::pair{std::string("b1"), got[2]}, std::pair{std::string("b2"), got[1]},
+                                std::pair{std::string("b3"), got1[0]}}) {
+        const Reply t = tally_test::must(client.command({"PTTL", o.key_prefix + k}));
+        INFO("key " << k << " pttl " << t.integer << " reset " << dk.reset_after_ns);
+        CHECK(t.integer > 0);
+        CHECK(static_cast<std::uint64_t>(t.integer) <= dk.reset_after_ns / 1'000'000 + 2);
+        CHECK(static_cast<std::uint64_t>(t.integer) + 50 >= dk.reset_after_ns / 1'000'000);
+        longest = std::max(longest, dk.reset_after_ns);
+    }
+    std::this_thread::sleep_for(std::chrono::nanoseconds(longest) + std::chrono::milliseconds(5));
+    for (const char* k : {"b1", "b2", "b3"}) CHECK(tally_test::must(client.command({"EXISTS", o.key_prefix + k})).integer == 0);
 
     tally::redis::SlidingWindowLimiter<11> sw(client, Quota{5, 100'000'000}, o);  // buckets of 10 ms
     REQUIRE(sw.try_acquire("ring", 2).allowed);

@@ -228,7 +228,8 @@ return out
 // GCRA batch: every key of #KEYS decided and charged on its own, one quota
 // and cost for all. ARGV: mode ('S' Redis TIME, 'C' the caller's index),
 // then the six arguments of lua_gcra. One MGET reads every key, one MSET
-// writes the charged ones, one PEXPIRE per charged key sets its TTL.
+// writes the charged ones, one PEXPIRE per charged key sets its TTL (one
+// SET ... PX when a single key is charged).
 //
 // Reply, flat: {ext, u, r_1 .. r_m, then ext triples tat_hi, tat_lo, ok}.
 // r_i = ok + 4 * debt, with ok 0 (denied) or 1 (admitted) and debt = TAT -
@@ -314,7 +315,7 @@ if fresh_ok and cost > 0 then
 end
 -- The writes go out together at the end: one MSET, then one PEXPIRE per key
 -- in batch order (cheaper than a SET ... PX each: no status reply to turn
--- into a Lua table). `seen`: the state this call gave a key, for keys that
+-- into a Lua table); a single write (a cluster's one-key calls) is one SET. `seen`: the state this call gave a key, for keys that
 -- repeat within the batch.
 local out, ext, ne, seen = {0, u}, {}, 0, {}
 local kv, ttls, nw = {}, {}, 0
@@ -373,7 +374,9 @@ for i = 1, m do
   end
   out[i + 2] = r
 end
-if nw > 0 then
+if nw == 1 then
+  redis.call('SET', kv[1], kv[2], 'PX', ttls[1])
+elseif nw > 1 then
   redis.call('MSET', unpack(kv))
   for j = 1, nw do redis.call('PEXPIRE', kv[2 * j - 1], ttls[j]) end
 end
