@@ -33,11 +33,14 @@ namespace redis {
 /// Lease sizing and the local table of a LeasedLimiter.
 struct LeaseOptions {
     /// Most tokens one lease takes, in [0, quota capacity]; 0 picks
-    /// min(64, capacity).
+    /// min(64, max(1, capacity / 2)).
     std::uint64_t max_lease = 0;
-    /// Lease lifetime d in ns, in [0, window_ns]; 0 picks
-    /// min(window_ns, 4 * max_lease * emission interval). Tokens not spent
-    /// within d of the lease are never spent (handed back when possible).
+    /// Lease lifetime d in ns, in [0, min(window_ns, (capacity - max_lease)
+    /// emission intervals)]; 0 picks min(4 * max_lease emission intervals,
+    /// that bound). Tokens not spent within d of their charge are never
+    /// spent (handed back when possible). Leases are charged against the
+    /// burst less the tokens emitted in d (lease_burst()): longer leases mean
+    /// fewer round trips and a smaller fleet-wide burst.
     std::uint64_t lease_ns = 0;
     /// A lease takes at most max(cost, floor(available / share)) tokens, so
     /// near the limit every lease is one token. In [1, 2^20].
@@ -51,18 +54,20 @@ struct LeaseOptions {
 /// round trip, then admits from it locally until it is spent or d =
 /// lease_ns has passed. Design, proofs and measurements: docs/redis.md.
 ///
-/// Guarantee: every token is charged to the key's exact GCRA state before it
-/// is admitted, and admitted within d of its charge. With b = burst and
-/// index(t) = floor(t * limit / window_ns), the fleet admits in any [s, e]
-///   at most b + index(e) - index(s - d - 1)  (one Gcra over e - s + d),
-/// and from a key's first request at t0 at most b + index(e) - index(t0 - 1)
-/// (one Gcra). Unused tokens go back (next lease, release(), destructor) iff
-/// no later charge was made (compare-and-set on the TAT), else are lost:
-/// never minted. Under-admission: at most P * max_lease tokens sit in the
-/// leases of P processes; a lease takes at most max(cost, avail / share), so
-/// near the limit leases are one token. Size adapts per key: doubles when a
-/// lease is spent within d, falls to what was spent when one expires, 1 on
-/// a denial.
+/// Guarantee: the fleet never admits more than one tally::Gcra with the same
+/// quota: with b = burst and index(t) = floor(t * limit / window_ns), the
+/// admissions in any [s, e] number at most b + index(e) - index(s - 1). Why:
+/// every token is charged to the key's exact GCRA state before it is
+/// admitted and admitted within d of its charge, and charges use the burst
+/// b' = b - ceil(d * limit / window_ns) (lease_burst()), which absorbs the
+/// tokens a window can gain from charges up to d older than it. Unused
+/// tokens go back (next lease, release(), destructor) iff no later charge was
+/// made (compare-and-set on the TAT), else are lost: never minted.
+/// Under-admission: at most P * max_lease tokens sit in the leases of P
+/// processes, and bursts are b' instead of b (a cost above b' is denied with
+/// tally::never, as Gcra denies one above b). Size adapts per key: doubles
+/// when a lease is spent within d, falls to what was spent when one expires,
+/// 1 on a denial; a lease takes at most max(cost, avail / share).
 ///
 /// Clock: try_acquire charges at Redis TIME and times leases on the steady
 /// clock; try_acquire_at uses now_ns for both (one per key). Failure: a lease
@@ -78,17 +83,26 @@ class LeasedLimiter {
     LeasedLimiter(Client& client, const Quota& quota, LeaseOptions lease = {}, Options options = {})
         : client_(&client), opt_(std::move(options)), lease_opt_(lease), params_(quota, who) {
         const Quota q = params_.quota();
-        tally::detail::check_range(who, "max_lease", lease.max_lease, std::uint64_t{0}, q.capacity());
-        if (lease_opt_.max_lease == 0) lease_opt_.max_lease = std::min<std::uint64_t>(64, q.capacity());
-        tally::detail::check_range(who, "lease_ns", lease.lease_ns, std::uint64_t{0}, q.window_ns);
+        const std::uint64_t b = q.capacity();
+        tally::detail::check_range(who, "max_lease", lease.max_lease, std::uint64_t{0}, b);
+        if (lease_opt_.max_lease == 0) lease_opt_.max_lease = std::clamp<std::uint64_t>(b / 2, 1, 64);
+        const std::uint64_t m = lease_opt_.max_lease;
+        // The longest d whose emitted tokens, ceil(d * limit / window_ns),
+        // fit in the burst beside one full lease.
+        using u128 = tally::detail::uint128;
+        const u128 fit = static_cast<u128>(b - m) * q.window_ns / q.limit;
+        const std::uint64_t d_max = fit < q.window_ns ? static_cast<std::uint64_t>(fit) : q.window_ns;
+        tally::detail::check_range(who, "lease_ns", lease.lease_ns, std::uint64_t{0}, d_max);
         tally::detail::check_range(who, "share", lease.share, std::uint64_t{1}, std::uint64_t{1} << 20);
         tally::detail::check_range(who, "max_keys", lease.max_keys, std::size_t{1}, std::size_t{1} << 32);
         if (lease_opt_.lease_ns == 0) {
-            const auto interval = static_cast<tally::detail::uint128>(q.window_ns) / q.limit;
-            const tally::detail::uint128 d = interval * 4 * lease_opt_.max_lease;
-            lease_opt_.lease_ns = d > q.window_ns ? q.window_ns : static_cast<std::uint64_t>(d);
-            if (lease_opt_.lease_ns == 0) lease_opt_.lease_ns = 1;
+            const u128 d = static_cast<u128>(q.window_ns) / q.limit * 4 * m;
+            lease_opt_.lease_ns = d < d_max ? static_cast<std::uint64_t>(d) : d_max;
         }
+        // A lease of one token is spent when charged: nothing is deferred.
+        const u128 emitted = m <= 1 ? 0 : (static_cast<u128>(lease_opt_.lease_ns) * q.limit + q.window_ns - 1) / q.window_ns;
+        lease_burst_ = b - static_cast<std::uint64_t>(emitted);
+        charge_.emplace(Quota{q.limit, q.window_ns, lease_burst_}, who);
         per_shard_ = (lease_opt_.max_keys + shard_count - 1) / shard_count;
     }
     LeasedLimiter(const LeasedLimiter&) = delete;
@@ -101,6 +115,9 @@ class LeasedLimiter {
     [[nodiscard]] const LeaseOptions& lease_options() const noexcept { return lease_opt_; }
     /// The lease lifetime d in ns.
     [[nodiscard]] std::uint64_t lease_ns() const noexcept { return lease_opt_.lease_ns; }
+    /// The burst leases are charged against: capacity - ceil(d * limit /
+    /// window_ns), or the capacity when max_lease is 1. At least max_lease.
+    [[nodiscard]] std::uint64_t lease_burst() const noexcept { return lease_burst_; }
 
     /// Redis server time for charges, the steady clock for lease lifetimes.
     Decision try_acquire(std::string_view key, std::uint64_t cost = 1) { return acquire(key, cost, steady_ns(), false); }
@@ -128,11 +145,11 @@ class LeasedLimiter {
         }
         if (n == 0) return true;
         const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
-        const protocol::Call call[1] = {protocol::lease_call(k, params_, 0, 0, 1, tat, n, std::nullopt)};
+        const protocol::Call call[1] = {protocol::lease_call(k, *charge_, 0, 0, 1, tat, n, std::nullopt)};
         std::vector<Reply> replies;
         trips_.fetch_add(1, std::memory_order_relaxed);
         if (!client_->run(call, replies)) return false;
-        const auto o = protocol::lease_decode(replies[0], params_, 0, 0, 1, n, std::nullopt, key);
+        const auto o = protocol::lease_decode(replies[0], *charge_, 0, 0, 1, n, std::nullopt, key);
         if (o.ok) returned_.fetch_add(o.returned, std::memory_order_relaxed);
         return true;
     }
@@ -291,12 +308,12 @@ class LeasedLimiter {
         std::optional<std::uint64_t> at;
         if (caller_time) at.emplace(now);
         const std::uint64_t share = own_refill ? lease_opt_.share : 1;
-        const protocol::Call call[1] = {protocol::lease_call(k, params_, cost, want, share, ret_tat, ret_n, at)};
+        const protocol::Call call[1] = {protocol::lease_call(k, *charge_, cost, want, share, ret_tat, ret_n, at)};
         std::vector<Reply> replies;
         trips_.fetch_add(1, std::memory_order_relaxed);
         const bool sent = client_->run(call, replies);
         protocol::LeaseOutcome o;
-        if (sent) o = protocol::lease_decode(replies[0], params_, cost, want, share, ret_n, at, key);
+        if (sent) o = protocol::lease_decode(replies[0], *charge_, cost, want, share, ret_n, at, key);
         if (!own_refill) {
             if (!sent) return degraded(client_->last_error());
             if (!o.ok) return degraded(o.error);
@@ -336,6 +353,8 @@ class LeasedLimiter {
     Options opt_;
     LeaseOptions lease_opt_;
     protocol::GcraParams params_;
+    std::optional<protocol::GcraParams> charge_;  // params_ with burst lease_burst_
+    std::uint64_t lease_burst_ = 0;
     std::size_t per_shard_ = 1;
     std::array<Shard, shard_count> shards_{};
     std::atomic<std::uint64_t> trips_{0}, leased_{0}, returned_{0};
