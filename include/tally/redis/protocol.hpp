@@ -258,7 +258,13 @@ inline Outcome gcra_decode(const Reply& r, std::span<const GcraParams* const> pa
 }
 
 /// The GCRA call for a batch: every key decided and charged on its own, one
-/// quota and cost, in one script call.
+/// quota and cost, in one script call. gcra_batch_append_args appends what
+/// follows the keys (for a caller that builds the keys in place).
+inline void gcra_batch_append_args(std::vector<std::string>& args, const GcraParams& params, std::uint64_t cost,
+                                   std::optional<std::uint64_t> now_ns) {
+    args.emplace_back(now_ns ? "C" : "S");
+    params.append_args(args, cost, now_ns);
+}
 inline Call gcra_batch_call(std::span<const std::string> keys, const GcraParams& params, std::uint64_t cost,
                             std::optional<std::uint64_t> now_ns) {
     Call c;
@@ -266,8 +272,7 @@ inline Call gcra_batch_call(std::span<const std::string> keys, const GcraParams&
     c.num_keys = keys.size();
     c.args.reserve(keys.size() + 7);
     for (const auto& k : keys) c.args.push_back(k);
-    c.args.emplace_back(now_ns ? "C" : "S");
-    params.append_args(c.args, cost, now_ns);
+    gcra_batch_append_args(c.args, params, cost, now_ns);
     return c;
 }
 
