@@ -313,11 +313,19 @@ TEST_CASE("redis GcraLimiter: Redis TIME is read exactly on tally's grid", "[red
         const std::string key = "q" + std::to_string(k++);
         const std::uint64_t cost = std::max<std::uint64_t>(1, q.capacity() / 2);
         // Two calls; each must equal tally::Gcra's decision at some microsecond
-        // between the TIME read before and after it.
+        // between the TIME read before and after it (Quota{1, 1} and
+        // Quota{2^40, 2^40} take the scripts' 128-bit path for index(TIME)).
         tally::Gcra local(q);
         for (int call = 0; call < 2; ++call) {
             const std::uint64_t before = server_us(client);
-            const Decision got = limiter.try_acquire(key, cost);
+            // The first call alone, the second as a batch of one (the batch script).
+            Decision got{false, 0, 0, 0};
+            if (call == 0) {
+                got = limiter.try_acquire(key, cost);
+            } else {
+                const std::string_view one[1] = {key};
+                limiter.try_acquire_batch(one, std::span<Decision>(&got, 1), cost);
+            }
             const std::uint64_t after = server_us(client);
             REQUIRE(after >= before);
             REQUIRE(after - before < 2'000'000);

@@ -61,6 +61,31 @@ local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+-- index(t) = floor(u * x / y) for u = TIME in microseconds, as 32-bit halves
+-- (hi, lo), and lead = t - time_of(index(t)) in milliseconds.
+local function index_now(u, x, y)
+  local r = math.fmod(u, y)
+  local rx = r * x
+  local ry = math.fmod(rx, y)
+  local f = (rx - ry) / y
+  local q = (u - r) / y
+  local nh, nl
+  if q * x < 4503599627370496 then
+    local n = q * x + f
+    nl = math.fmod(n, P)
+    nh = (n - nl) / P
+  else
+    local c = mul(q, x)
+    nh = c[4] * 65536 + c[3]
+    nl = c[2] * 65536 + c[1] + f
+    if nl >= P then
+      local k = math.floor(nl / P)
+      nl = nl - k * P
+      nh = nh + k
+    end
+  end
+  return nh, nl, ry / x / 1000
+end
 local function fmt(x) return string.format('%.0f', x) end
 -- Integers below 10^14 concatenate exactly ("%.14g"), without string.format.
 local function ttl(ms)
@@ -132,34 +157,11 @@ local function write(i, bh, bl, cost, debt, ms, lead)
 end
 local cap, cost, x, y, ms, lead, nh, nl
 for i = 1, #KEYS do
-  do
-    local o = 1 + (i - 1) * 6
-    cap, cost = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
-    x, y, ms, lead = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
-    nh, nl = x, y
-    if server then
-      local r = math.fmod(u, y)
-      local rx = r * x
-      local ry = math.fmod(rx, y)
-      lead = ry / x / 1000
-      local f = (rx - ry) / y
-      local q = (u - r) / y
-      if q * x < 4503599627370496 then
-        local n = q * x + f
-        nl = math.fmod(n, P)
-        nh = (n - nl) / P
-      else
-        local c = mul(q, x)
-        nh = c[4] * 65536 + c[3]
-        nl = c[2] * 65536 + c[1] + f
-        if nl >= P then
-          local k = math.floor(nl / P)
-          nl = nl - k * P
-          nh = nh + k
-        end
-      end
-    end
-  end
+  local o = 1 + (i - 1) * 6
+  cap, cost = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+  x, y, ms, lead = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+  nh, nl = x, y
+  if server then nh, nl, lead = index_now(u, x, y) end
   local v = redis.pcall('GET', KEYS[i])
   local th, tl, bad = 0, 0, nil
   if type(v) == 'table' then
@@ -249,26 +251,7 @@ local x, y, ms, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), 
 local u, nh, nl = 0, x, y
 if ARGV[1] == 'S' then
   u = now_us()
-  local r = math.fmod(u, y)
-  local rx = r * x
-  local ry = math.fmod(rx, y)
-  lead = ry / x / 1000
-  local f = (rx - ry) / y
-  local q = (u - r) / y
-  if q * x < 4503599627370496 then
-    local n = q * x + f
-    nl = math.fmod(n, P)
-    nh = (n - nl) / P
-  else
-    local c = mul(q, x)
-    nh = c[4] * 65536 + c[3]
-    nl = c[2] * 65536 + c[1] + f
-    if nl >= P then
-      local k = math.floor(nl / P)
-      nl = nl - k * P
-      nh = nh + k
-    end
-  end
+  nh, nl, lead = index_now(u, x, y)
 end
 local m = #KEYS
 -- MGET answers nil both for a missing key and for a key of another type:
