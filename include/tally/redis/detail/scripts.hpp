@@ -242,9 +242,9 @@ return out
 // order after the m entries; ext counts those triples.
 //
 // Cost per key: the MGET slot, the parse of a non-fresh state, the MSET
-// slot and one PEXPIRE. A
-// fresh or replenished key gets the same state string and TTL, formatted
-// once per call; only a key in debt formats its own.
+// slot and one PEXPIRE. A fresh or replenished key gets the same state
+// string and TTL, formatted once per call; only a key in debt formats its
+// own.
 inline constexpr std::string_view lua_gcra_batch = R"lua(
 local cap, cost = tonumber(ARGV[2]), tonumber(ARGV[3])
 local x, y, ms, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
