@@ -112,6 +112,10 @@ void BM_add_string16(benchmark::State& state) { add_string16(state, HyperLogLog(
 
 void BM_add_string16_redis_mode(benchmark::State& state) { add_string16(state, HyperLogLog::redis_compatible()); }
 
+void BM_add_string16_datasketches_mode(benchmark::State& state) {
+    add_string16(state, HyperLogLog(static_cast<int>(state.range(0)), tally::HllHashMode::datasketches));
+}
+
 // Baseline: the exact answer, std::unordered_set of the 64-bit items.
 void BM_unordered_set_baseline(benchmark::State& state) {
     const auto n = static_cast<std::uint64_t>(state.range(0));
@@ -286,6 +290,9 @@ const bool registered = [] {
         benchmark::RegisterBenchmark("BM_add_hash_plain_baseline", BM_add_hash_plain_baseline)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_add_string16", BM_add_string16)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_add_string16_redis_mode", BM_add_string16_redis_mode),
+        benchmark::RegisterBenchmark("BM_add_string16_datasketches_mode", BM_add_string16_datasketches_mode)
+            ->Arg(12)
+            ->Arg(14),
         benchmark::RegisterBenchmark("BM_estimate", BM_estimate)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_estimate_ertl", BM_estimate_ertl)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_estimate_ertl_from_registers_baseline",

@@ -25,6 +25,7 @@
 // reproduce: there tally replays the coupons and answers with HIP.
 #include <tally/sketch/hyperloglog.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -103,6 +104,72 @@ TEST_CASE("DataSketches: MurmurHash3 x64 128 matches the reference", "[hyperlogl
     CHECK(murmur3_x64_128("a", 1, 9001).h2 == 0xc51f4ded6e1eb0feull);
     CHECK(murmur3_x64_128("0123456789abcdef0", 17, 9001).h1 == 0x9d65180a94df5057ull);
     CHECK(murmur3_x64_128("0123456789abcdef0", 17, 0).h2 == 0x73fb68b3313128caull);
+}
+
+TEST_CASE("DataSketches: the hot-path MurmurHash3 equals the byte-by-byte one", "[hyperloglog][datasketches]") {
+    using tally::detail::murmur3_x64_128;
+    using tally::detail::murmur3_x64_128_fast;
+    tally::test::Rng rng(0x3a3a'9001ull);
+    const auto same = [](tally::detail::Hash128 a, tally::detail::Hash128 b) { return a.h1 == b.h1 && a.h2 == b.h2; };
+    // Every length 0..40 (all tail shapes, with and without a 16-byte block)
+    // and random longer ones; each input in an exactly sized heap buffer, so
+    // that a read past the end is an error under AddressSanitizer.
+    std::vector<std::size_t> lengths;
+    for (std::size_t len = 0; len <= 40; ++len) lengths.push_back(len);
+    for (int i = 0; i < 60; ++i) lengths.push_back(41 + static_cast<std::size_t>(rng.below(300)));
+    int mismatches = 0;
+    int insensitive = 0;
+    int outside = 0;
+    for (const std::size_t len : lengths) {
+        for (int trial = 0; trial < 40; ++trial) {
+            const std::uint64_t seed = trial == 0 ? 0 : trial == 1 ? tally::detail::ds_hll_seed : rng.next();
+            std::vector<unsigned char> buf(len);
+            for (auto& b : buf) b = static_cast<unsigned char>(rng.next());
+            const auto fast = murmur3_x64_128_fast(buf.data(), len, seed);
+            if (!same(fast, murmur3_x64_128(buf.data(), len, seed))) ++mismatches;
+            // Every byte of the input counts: flipping one changes the hash.
+            if (len > 0) {
+                const std::size_t at = static_cast<std::size_t>(rng.below(len));
+                buf[at] ^= static_cast<unsigned char>(1u << rng.below(8));
+                if (same(murmur3_x64_128_fast(buf.data(), len, seed), fast)) ++insensitive;
+            }
+            // ...and nothing outside it: the same bytes inside a larger,
+            // differently filled buffer hash alike.
+            std::vector<unsigned char> wide(len + 32);
+            for (auto& b : wide) b = static_cast<unsigned char>(rng.next());
+            std::copy(buf.begin(), buf.end(), wide.begin() + 16);
+            if (!same(murmur3_x64_128_fast(wide.data() + 16, len, seed), murmur3_x64_128(buf.data(), len, seed)))
+                ++outside;
+        }
+    }
+    CHECK(mismatches == 0);
+    CHECK(insensitive == 0);
+    CHECK(outside == 0);
+    CHECK(same(murmur3_x64_128_fast(nullptr, 0, 9001), murmur3_x64_128("", 0, 9001)));
+
+    // The integer path: the 8 little-endian bytes of v through the generic hash.
+    int int_mismatches = 0;
+    std::vector<std::int64_t> values = {0, 1, -1, 42, INT64_MIN, INT64_MAX, 0x0102030405060708};
+    for (int i = 0; i < 20000; ++i) values.push_back(static_cast<std::int64_t>(rng.next()));
+    for (const std::int64_t v : values) {
+        unsigned char le[8];
+        for (int b = 0; b < 8; ++b) le[b] = static_cast<unsigned char>(static_cast<std::uint64_t>(v) >> (8 * b));
+        if (!same(tally::detail::ds_hash_i64(v), murmur3_x64_128(le, 8, tally::detail::ds_hll_seed))) ++int_mismatches;
+    }
+    CHECK(int_mismatches == 0);
+
+    // The coupon's register value: min(leading zeros, 62) + 1, including the
+    // all-zero and one-bit words where the cap applies.
+    int rank_mismatches = 0;
+    std::vector<std::uint64_t> words = {0, 1, 2, 3, 4, ~std::uint64_t{0}};
+    for (int k = 0; k < 64; ++k) words.push_back(std::uint64_t{1} << k);
+    for (int i = 0; i < 2000; ++i) words.push_back(rng.next() >> rng.below(64));
+    for (const std::uint64_t w : words) {
+        int lz = 0;
+        while (lz < 64 && !((w >> (63 - lz)) & 1)) ++lz;
+        if (tally::detail::ds_hll_rank(w) != std::min(lz, 62) + 1) ++rank_mismatches;
+    }
+    CHECK(rank_mismatches == 0);
 }
 
 TEST_CASE("DataSketches: every fixture decodes to the registers of the same items", "[hyperloglog][datasketches]") {

@@ -180,21 +180,23 @@ class HyperLogLog {
     /// tally::Hasher in every mode (they count correctly among themselves).
     template <class T>
         requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
-    void add(const T& item) noexcept {
-        if (mode_ == HashMode::tally) {
+    TALLY_ALWAYS_INLINE void add(const T& item) noexcept {
+        // Each mode's path is inlined whole, so the mode is tested once per
+        // item; redis's decimal text for integers stays out of line.
+        if (TALLY_LIKELY(mode_ == HashMode::tally)) {
             if constexpr (Hashable<std::decay_t<T>>) {
                 add_hash(hash_of(item));
             } else {
                 const std::string_view s = item;
                 add_hash(hash64(s.data(), s.size()));
             }
-        } else if (mode_ == HashMode::redis) {
-            add_hash(redis_hash_of(item));
-        } else {
+        } else if (TALLY_LIKELY(mode_ == HashMode::datasketches)) {
             detail::Hash128 h;
             if (!detail::ds_hll_hash_item(item, h)) return;
             ++total_;
-            update_register(static_cast<std::size_t>(h.h1 & (register_count() - 1)), detail::ds_hll_rank(h.h2));
+            update_register_low_bits(h.h1, detail::ds_hll_rank(h.h2));
+        } else {
+            add_redis(item);
         }
     }
 
@@ -722,6 +724,11 @@ class HyperLogLog {
     }
 
   private:
+    template <class T>
+    void add_redis(const T& item) noexcept {
+        add_hash(redis_hash_of(item));
+    }
+
     static int check_precision(int precision, const char* who) {
         detail::check_range(who, "precision", precision, min_precision, max_precision);
         return precision;
@@ -862,6 +869,17 @@ class HyperLogLog {
     // there terminates, as add is noexcept).
     void allocate() {
         if (registers_.empty()) registers_.assign(register_count(), 0);
+    }
+
+    // update_register(hash & (m - 1), rank), the mask taken from the
+    // allocated array's size rather than recomputed from p.
+    TALLY_ALWAYS_INLINE void update_register_low_bits(std::uint64_t hash, std::uint8_t rank) noexcept {
+        if (TALLY_UNLIKELY(registers_.empty())) make_registers();
+        std::uint8_t& reg = registers_[static_cast<std::size_t>(hash) & (registers_.size() - 1)];
+        if (rank > reg) {
+            if (TALLY_LIKELY(hist_state_.load(std::memory_order_relaxed) == lazy_ready)) raise(reg, rank);
+            reg = rank;
+        }
     }
 
     TALLY_ALWAYS_INLINE void update_register(std::size_t index, std::uint8_t rank) noexcept {
