@@ -206,6 +206,8 @@ class RedisServer {
     [[nodiscard]] const std::string& dir() const noexcept { return dir_; }
     [[nodiscard]] std::string unix_socket() const { return dir_ + "/redis.sock"; }
     [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
+    /// The server's process id (-1 when not running).
+    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
     void pause() { signal(SIGSTOP); }   ///< SIGSTOP: connections stay open, nothing answers
     void resume() { signal(SIGCONT); }  ///< SIGCONT

@@ -1,5 +1,6 @@
 #include <tally/sketch/bloom_filter.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -16,9 +17,7 @@
 using tally::BloomFilter;
 using tally::test::big;
 
-
 namespace {
-
 
 // Keys that were added are [0, n); negative probes come from a disjoint range.
 constexpr std::uint64_t probe_base = std::uint64_t{1} << 40;
@@ -295,6 +294,65 @@ TEMPLATE_TEST_CASE_SIG("scalar and SIMD kernels set identical bits", "[bloom][si
     }
 }
 
+// FNV-1a over the serialized bytes: a digest that any build computes alike.
+std::uint64_t fnv1a(const std::vector<std::byte>& bytes) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (std::byte b : bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001b3ull;
+    return h;
+}
+
+TEMPLATE_TEST_CASE_SIG("the set bits are pinned: every kernel and every build writes the same bytes", "[bloom][simd]",
+                       ((std::size_t B), B), 32, 64, 128) {
+    // A filter written on one machine is read on another (AVX2 picked at run
+    // time, AVX2 inlined with -mavx2, NEON, the scalar loop): all must set the
+    // same bits. The digests below were produced by the scalar kernel
+    // (-DTALLY_NO_SIMD); this test runs in the default, -mavx2, arm64 and
+    // TALLY_NO_SIMD builds. Per-key, forced-scalar and batch paths, with and
+    // without a seed.
+    struct Case {
+        double fpp;
+        std::uint64_t seed;
+        std::uint64_t digest;
+    };
+    // k is 8 at 1% and 2 at 20% for each of these block sizes.
+    constexpr auto pinned = [] {
+        if constexpr (B == 32)
+            return std::array<Case, 4>{{{0.01, 0, 0xc1f0842795e5a1eeull},
+                                        {0.01, 9, 0xec5a02ae2a743fafull},
+                                        {0.2, 0, 0xc975b1e20a2e102aull},
+                                        {0.2, 9, 0x30502b4d2e2b4e58ull}}};
+        else if constexpr (B == 64)
+            return std::array<Case, 4>{{{0.01, 0, 0x0cd83477f20c6c12ull},
+                                        {0.01, 9, 0x90f8adb12a0fa931ull},
+                                        {0.2, 0, 0x262a8fd231776a92ull},
+                                        {0.2, 9, 0xbcd1b242b17195f1ull}}};
+        else
+            return std::array<Case, 4>{{{0.01, 0, 0x4d971db13d340e53ull},
+                                        {0.01, 9, 0xef1ad74a1c94d39dull},
+                                        {0.2, 0, 0x3f4457630e107fd7ull},
+                                        {0.2, 9, 0xaf25606604a48857ull}}};
+    }();
+    for (const Case& c : pinned) {
+        INFO("fpp " << c.fpp << " seed " << c.seed);
+        BloomFilter<B> per_key(3000, c.fpp, tally::Seed{c.seed});
+        BloomFilter<B> scalar(3000, c.fpp, tally::Seed{c.seed});
+        BloomFilter<B> batch(3000, c.fpp, tally::Seed{c.seed});
+        tally::detail::bloom_force_scalar(scalar, true);
+        std::vector<std::uint64_t> hashes;
+        for (std::uint64_t i = 0; i < 3000; ++i) {
+            per_key.add(i);
+            scalar.add(i);
+            hashes.push_back(tally::hash_of(i));
+        }
+        batch.add_hashes(hashes);
+        const auto bytes = per_key.serialize();
+        CHECK(scalar.serialize() == bytes);
+        CHECK(batch.serialize() == bytes);
+        CHECK(per_key.hash_count() == (c.fpp == 0.01 ? 8u : 2u));
+        CHECK(fnv1a(bytes) == c.digest);
+    }
+}
+
 TEST_CASE("batch calls match per-key calls", "[bloom]") {
     // 20K keys fit the no-prefetch size (25 KB); 300K keys (379 KB) take the
     // prefetching loop, which kicks in above 256 KiB.
@@ -366,8 +424,8 @@ TEST_CASE("incompatible merges name the mismatch and leave the target unchanged"
 
     auto target = a;
     CHECK_THROWS_WITH(target.merge(filled<64>(2000, 0.01)),
-                      "tally::BloomFilter::merge: block count " + std::to_string(a.block_count()) +
-                          " does not match " + std::to_string(BloomFilter<64>(2000, 0.01).block_count()));
+                      "tally::BloomFilter::merge: block count " + std::to_string(a.block_count()) + " does not match " +
+                          std::to_string(BloomFilter<64>(2000, 0.01).block_count()));
     CHECK_THROWS_WITH(target.merge(BloomFilter<64>(1000, 0.01, tally::Seed{5})),
                       "tally::BloomFilter::merge: seed 0 does not match 5");
     // Same block count, different k: build it through the wire format.
@@ -385,11 +443,11 @@ TEST_CASE("serialization: golden bytes, round trip, bad bytes", "[bloom][seriali
     const auto bytes = f.serialize();
     // frame v2 | block_bytes 32 | k 4 | reserved | seed 7 | expected 60 | fpp 0.05 | 2 blocks | total 5 |
     // 64 bytes of bits
-    const std::string bits = "0000800000200004000400000002000490020000000000000004000001001000"
-                             "0200020000000000008000010000000000000800000020000100000000800000";
+    const std::string bits =
+        "0000800000200004000400000002000490020000000000000004000001001000"
+        "0200020000000000008000010000000000000800000020000100000000800000";
     const std::string golden = std::string("54414c5905020000") + "2000" + "04" + "00" + "0700000000000000" +
-                               "3c00000000000000" + "9a9999999999a93f" + "0200000000000000" + "0500000000000000" +
-                               bits;
+                               "3c00000000000000" + "9a9999999999a93f" + "0200000000000000" + "0500000000000000" + bits;
     CHECK(to_hex(bytes) == golden);
 
     // Version 1 (the same without total) is still read; total() is then the

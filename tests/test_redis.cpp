@@ -156,6 +156,54 @@ TEST_CASE("redis protocol: hostile and inconsistent replies are refused", "[redi
     CHECK_FALSE(foreign.ok);
     CHECK(foreign.error == "foreign value: key \"user?1\" holds a string tally did not write (not a tally state; "
                            "delete it or change Options::key_prefix)");
+
+    // Batch replies: {ext, u, r_1..r_m, ext triples}, r = ok + 4 * debt.
+    using tally::redis::protocol::gcra_batch_decode;
+    using tally::redis::protocol::Outcome;
+    const tally::Gcra ten(Quota::per_second(10));
+    const std::uint64_t ahead = tally::detail::EmissionGrid(Quota::per_second(10)).index(now) + 4;
+    auto decide = [&](std::uint64_t tat) {
+        tally::Gcra::State st{tat};
+        return ten.try_acquire(st, now, 1);
+    };
+    const std::string_view two[2] = {"a", "b"};
+    std::vector<Outcome> outs(2);
+    std::string error;
+    // Fresh and admitted; in debt by 4 and admitted; the same as one full TAT.
+    REQUIRE(gcra_batch_decode(array({integer(0), integer(0), integer(1), integer(4 * 4 + 1)}), p, 1, now, two, outs,
+                              error));
+    CHECK((outs[0].ok && outs[0].decision == decide(0)));
+    CHECK((outs[1].ok && outs[1].decision == decide(ahead)));
+    CHECK(decide(ahead).remaining == 5);
+    REQUIRE(gcra_batch_decode(array({integer(1), integer(0), integer(3), integer(2), integer(0),
+                                     integer(static_cast<long long>(ahead)), integer(1)}),
+                              p, 1, now, two, outs, error));
+    CHECK((outs[0].ok && outs[0].decision == decide(ahead)));
+    CHECK((!outs[1].ok && outs[1].error.rfind("foreign value: key \"b\"", 0) == 0));
+    // Unusable as a whole: truncated, surplus, a missing or dangling triple, a time in caller mode.
+    for (const Reply& bad : {array({integer(0), integer(0), integer(1)}), array({}), integer(1), Reply{},
+                             array({integer(0), integer(0), integer(1), integer(1), integer(1)}),
+                             array({integer(1), integer(0), integer(1), integer(1)}),
+                             array({integer(0), integer(0), integer(3), integer(1)}),
+                             array({integer(0), integer(9), integer(1), integer(1)})}) {
+        CHECK_FALSE(gcra_batch_decode(bad, p, 1, now, two, outs, error));
+        CHECK(error.rfind("malformed reply to the GCRA script", 0) == 0);
+    }
+    // One bad entry fails its key only: out of range, a foreign code with a
+    // debt, a debt past the end of the clock, a claim the debt refutes.
+    for (const long long r : {-1LL, (1LL << 52) + 4, 4LL + 2, (1LL << 52) + 1, 4LL * 20 + 1}) {
+        const Reply reply = array({integer(0), integer(0), integer(1), integer(r)});
+        REQUIRE(gcra_batch_decode(reply, p, 1, now, two, outs, error));
+        CHECK(outs[0].ok);
+        CHECK_FALSE(outs[1].ok);
+        CHECK(outs[1].error.find("reply to the GCRA script") != std::string::npos);
+    }
+    // On Quota{1, 1} index(now) = now: a debt of 2^50 from kMax - 5 passes the end of the clock.
+    const tally::redis::protocol::GcraParams unit(Quota{1, 1}, "test");
+    REQUIRE(gcra_batch_decode(array({integer(0), integer(0), integer(1), integer(1LL << 52)}), unit, 1, kMax - 5,
+                              two, outs, error));
+    CHECK(outs[0].ok);
+    CHECK(outs[1].error == "malformed reply to the GCRA script (state)");
 }
 
 TEST_CASE("redis GcraLimiter: 10^5 random operations decide exactly as tally::Gcra", "[redis][big]") {
@@ -265,11 +313,19 @@ TEST_CASE("redis GcraLimiter: Redis TIME is read exactly on tally's grid", "[red
         const std::string key = "q" + std::to_string(k++);
         const std::uint64_t cost = std::max<std::uint64_t>(1, q.capacity() / 2);
         // Two calls; each must equal tally::Gcra's decision at some microsecond
-        // between the TIME read before and after it.
+        // between the TIME read before and after it (Quota{1, 1} and
+        // Quota{2^40, 2^40} take the scripts' 128-bit path for index(TIME)).
         tally::Gcra local(q);
         for (int call = 0; call < 2; ++call) {
             const std::uint64_t before = server_us(client);
-            const Decision got = limiter.try_acquire(key, cost);
+            // The first call alone, the second as a batch of one (the batch script).
+            Decision got{false, 0, 0, 0};
+            if (call == 0) {
+                got = limiter.try_acquire(key, cost);
+            } else {
+                const std::string_view one[1] = {key};
+                limiter.try_acquire_batch(one, std::span<Decision>(&got, 1), cost);
+            }
             const std::uint64_t after = server_us(client);
             REQUIRE(after >= before);
             REQUIRE(after - before < 2'000'000);
@@ -304,7 +360,12 @@ TEST_CASE("redis GcraLimiter: pipelined batches decide as one call per key, in o
     std::unordered_map<std::string, tally::Gcra> local;
     std::vector<Decision> out(keys.size(), Decision{false, 0, 0, 0});
     std::uint64_t now = 1'000 * kSecond;
-    REQUIRE(limiter.try_acquire_at("warm-up", now, 0).allowed);  // loads the script: one more round trip
+    {  // loads the batch script: one more round trip
+        const std::string_view warm[1] = {"warm-up"};
+        Decision w[1] = {Decision{false, 0, 0, 0}};
+        limiter.try_acquire_batch_at(warm, w, now, 0);
+        REQUIRE(w[0].allowed);
+    }
     for (int round = 0; round < 4; ++round) {
         const std::uint64_t trips = client.round_trips();
         limiter.try_acquire_batch_at(keys, out, now, 2);
@@ -322,6 +383,114 @@ TEST_CASE("redis GcraLimiter: pipelined batches decide as one call per key, in o
     for (const auto& x : d) CHECK((x.allowed && x.remaining == 0 && !x.degraded));
     limiter.try_acquire_batch(fresh, d, 5);
     for (const auto& x : d) CHECK((!x.allowed && x.retry_after_ns > 0));
+}
+
+TEST_CASE("redis GcraLimiter: random batches decide exactly as tally::Gcra per key", "[redis][big]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::test::Rng rng(20261201);
+    const std::size_t rounds = tally::test::big(400, 60);
+    std::size_t allowed = 0, denied = 0, in_debt = 0;
+    int qi = 0;
+    for (const Quota q : slow_quotas()) {
+        tally::redis::Options o;
+        o.key_prefix = "diff:batch:" + std::to_string(qi++) + ":";
+        tally::redis::GcraLimiter limiter(client, q, o);
+        const std::uint64_t T = q.window_ns / q.limit;
+        const std::uint64_t cap = q.capacity();
+        std::vector<std::string> names;
+        for (int i = 0; i < 12; ++i) names.push_back("b" + std::to_string(i) + std::string("\0\r\n", 3));
+        std::unordered_map<std::string, tally::Gcra> local;
+        // Today's clock or near the end of the 64-bit clock.
+        std::uint64_t now = qi % 3 == 0 ? kMax - rng.below(q.window_ns * (cap + 2)) : 1'764'000'000 * kSecond;
+        std::uint64_t high = now;
+        for (std::size_t round = 0; round < rounds; ++round) {
+            std::vector<std::string_view> keys;
+            const std::size_t m = 1 + rng.below(24);
+            for (std::size_t i = 0; i < m; ++i) keys.push_back(names[rng.below(names.size())]);  // repeats
+            // Backwards only while every key's TTL surely outlives the test
+            // (see the 10^5-operation test above).
+            bool alive = true;
+            for (const auto k : keys) {
+                auto it = local.find(std::string(k));
+                tally::Gcra probe = it == local.end() ? tally::Gcra(q) : it->second;
+                alive = alive && it != local.end() && probe.try_acquire(high, 0).reset_after_ns >= 10 * kSecond;
+            }
+            const std::uint64_t step = rng.below(3 * T + 1);
+            if (rng.below(8) == 0 && alive)
+                now = now > step ? now - step : 0;
+            else
+                now = now > kMax - step ? kMax : now + step;
+            high = std::max(high, now);
+            const std::uint64_t cost = rng.below(16) == 0 ? cap + 1 : rng.below(8) == 0 ? 0 : 1 + rng.below(cap < 3 ? cap : 3);
+            std::vector<Decision> out(m, Decision{false, 0, 0, 0});
+            limiter.try_acquire_batch_at(keys, out, now, cost);
+            for (std::size_t i = 0; i < m; ++i) {
+                tally::Gcra& g = local.try_emplace(std::string(keys[i]), q).first->second;
+                in_debt += !g.is_fresh(g.state(), now);
+                const Decision want = g.try_acquire(now, cost);
+                if (out[i] != want) {
+                    INFO("quota " << q.limit << "/" << q.window_ns << " burst " << q.burst << " round " << round
+                                  << " key " << i << " now " << now << " cost " << cost << " want " << show(want)
+                                  << " got " << show(out[i]) << " error " << limiter.last_error());
+                    REQUIRE(out[i] == want);
+                }
+                (want.allowed ? allowed : denied)++;
+            }
+        }
+        CHECK(limiter.degraded_count() == 0);
+    }
+    CHECK(allowed > 1000);
+    CHECK(denied > 500);
+    CHECK(in_debt > 1000);
+}
+
+TEST_CASE("redis GcraLimiter: one batch holds every reply form: fresh, in debt, far behind, foreign", "[redis]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    auto& server = tally_test::shared_server(binary);
+    auto client = tally_test::connect(server);
+    tally::redis::Options o;
+    o.key_prefix = "forms:";
+    // T = 1 ns and a bucket of 2^40: a charge of 2^40 keeps a key ~18 minutes.
+    const std::uint64_t big = std::uint64_t{1} << 40;
+    const Quota q{1, 1, big};
+    tally::redis::GcraLimiter limiter(client, q, o);
+    std::unordered_map<std::string, tally::Gcra> local;
+    auto charge = [&](const std::string& key, std::uint64_t at, std::uint64_t cost) {
+        const Decision want = local.try_emplace(key, q).first->second.try_acquire(at, cost);
+        REQUIRE(limiter.try_acquire_at(key, at, cost) == want);
+    };
+    const std::uint64_t now = 5 * kSecond;
+    charge("far", kMax - (std::uint64_t{1} << 42), big);     // debt at `now` ~2^64: the full TAT in the reply
+    charge("ahead", now + (std::uint64_t{1} << 45), big);    // debt 2^45 + 2^40: more than the bucket
+    charge("near", now + 1000, big / 2);                     // debt below the bucket
+    charge("old", now - 10 * kSecond, big);                  // replenished by `now`
+    REQUIRE(tally_test::must(client.command({"SET", "forms:junk", "g1:99999999999:1"})).str == "OK");
+    REQUIRE(tally_test::must(client.command({"HSET", "forms:hash", "f", "v"})).integer == 1);
+    const std::vector<std::string_view> keys{"far", "fresh", "ahead", "junk", "near", "old", "hash", "far",
+                                             "near", "fresh"};
+    // The first charge of "fresh" is big: its TTL (time to full replenishment) then
+    // outlives the test, as the 1 ns of a charge of 1 would not.
+    for (const std::uint64_t cost : {std::uint64_t{0}, big / 4, std::uint64_t{1}, big}) {
+        std::vector<Decision> out(keys.size(), Decision{false, 0, 0, 0});
+        limiter.try_acquire_batch_at(keys, out, now, cost);
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            INFO("cost " << cost << " key " << keys[i] << " got " << show(out[i]));
+            if (keys[i] == "junk" || keys[i] == "hash") {
+                CHECK(out[i] == Decision{false, 0, 50'000'000, 0, true});
+                continue;
+            }
+            const Decision want = local.try_emplace(std::string(keys[i]), q).first->second.try_acquire(now, cost);
+            CHECK(out[i] == want);
+        }
+    }
+    // Each form was reached: "far" far behind, "ahead" beyond the bucket, "near" within it.
+    tally::Gcra::State far_state = local.at("far").state(), ahead_state = local.at("ahead").state();
+    CHECK(far_state.tat - now > (std::uint64_t{1} << 50));
+    CHECK(ahead_state.tat - now > big);
+    CHECK(local.at("near").state().tat - now < (std::uint64_t{1} << 50));
+    CHECK(tally_test::must(client.command({"GET", "forms:junk"})).str == "g1:99999999999:1");
 }
 
 TEST_CASE("redis GcraLimiter: per-call quotas (tiers) share one limiter", "[redis]") {
@@ -525,6 +694,26 @@ TEST_CASE("redis keys: binary-safe, prefixed, with a TTL of their time to full r
     CHECK(tally_test::must(client.command({"EXISTS", full})).integer == 0);
     // Still full after the key is gone.
     CHECK(g.try_acquire(key, 0).remaining == 20);
+    // Batches: several keys charged (one MSET, a PEXPIRE each, a repeat taking
+    // the later TTL) and a single key charged (one SET ... PX).
+    const std::vector<std::string_view> many{"b1", "b2", "b1"}, one{"b3"};
+    std::vector<Decision> got(3, Decision{false, 0, 0, 0}), got1(1, Decision{false, 0, 0, 0});
+    g.try_acquire_batch(many, got, 3);
+    g.try_acquire_batch(one, got1, 5);
+    REQUIRE((got[0].allowed && got[1].allowed && got[2].allowed && got1[0].allowed));
+    CHECK(got[2].remaining == 14);
+    std::uint64_t longest = 0;
+    for (const auto& [k, dk] : {std::pair{std::string("b1"), got[2]}, std::pair{std::string("b2"), got[1]},
+                                std::pair{std::string("b3"), got1[0]}}) {
+        const Reply t = tally_test::must(client.command({"PTTL", o.key_prefix + k}));
+        INFO("key " << k << " pttl " << t.integer << " reset " << dk.reset_after_ns);
+        CHECK(t.integer > 0);
+        CHECK(static_cast<std::uint64_t>(t.integer) <= dk.reset_after_ns / 1'000'000 + 2);
+        CHECK(static_cast<std::uint64_t>(t.integer) + 50 >= dk.reset_after_ns / 1'000'000);
+        longest = std::max(longest, dk.reset_after_ns);
+    }
+    std::this_thread::sleep_for(std::chrono::nanoseconds(longest) + std::chrono::milliseconds(5));
+    for (const char* k : {"b1", "b2", "b3"}) CHECK(tally_test::must(client.command({"EXISTS", o.key_prefix + k})).integer == 0);
 
     tally::redis::SlidingWindowLimiter<11> sw(client, Quota{5, 100'000'000}, o);  // buckets of 10 ms
     REQUIRE(sw.try_acquire("ring", 2).allowed);

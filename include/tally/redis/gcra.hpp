@@ -137,21 +137,19 @@ class GcraLimiter {
         // multi-key call would be refused (TRYAGAIN) until the move ends.
         constexpr std::size_t chunk = 256;
         const std::size_t per_call = client_->is_cluster() ? 1 : chunk;
-        std::vector<std::string> prefixed(keys.size());
-        for (std::size_t i = 0; i < keys.size(); ++i)
-            prefixed[i] = protocol::detail::prefixed_key(who, opt_.key_prefix, keys[i]);
-        std::vector<std::vector<std::size_t>> groups;  // indices into keys, in order
-        for (std::size_t at = 0; at < keys.size(); at += per_call) {
-            groups.emplace_back();
-            for (std::size_t i = at; i < keys.size() && i < at + per_call; ++i) groups.back().push_back(i);
-        }
-        std::vector<protocol::Call> calls;
-        calls.reserve(groups.size());
-        std::vector<std::string> k;
-        for (const auto& g : groups) {
-            k.clear();
-            for (const std::size_t i : g) k.push_back(std::move(prefixed[i]));
-            calls.push_back(protocol::gcra_batch_call(k, params_, cost, now_ns));
+        // Keys [c * per_call, ...) go to call c; each call's prefixed keys are
+        // built in place as its first arguments.
+        const std::size_t n_calls = (keys.size() + per_call - 1) / per_call;
+        std::vector<protocol::Call> calls(n_calls);
+        for (std::size_t c = 0; c < n_calls; ++c) {
+            const std::size_t at = c * per_call, m = std::min(per_call, keys.size() - at);
+            protocol::Call& call = calls[c];
+            call.script = protocol::Script::gcra_batch;
+            call.num_keys = m;
+            call.args.reserve(m + 7);
+            for (std::size_t i = at; i < at + m; ++i)
+                call.args.push_back(protocol::detail::prefixed_key(who, opt_.key_prefix, keys[i]));
+            protocol::gcra_batch_append_args(call.args, params_, cost, now_ns);
         }
         std::vector<Reply> replies;
         if (!client_->run(calls, replies)) {
@@ -160,18 +158,15 @@ class GcraLimiter {
             return;
         }
         std::vector<protocol::Outcome> outcomes;
-        std::vector<std::string_view> user;
         std::string error;
-        for (std::size_t c = 0; c < calls.size(); ++c) {
-            const auto& g = groups[c];
-            user.clear();
-            for (const std::size_t i : g) user.push_back(keys[i]);
-            outcomes.assign(g.size(), protocol::Outcome{});
-            if (!protocol::gcra_batch_decode(replies[c], params_, cost, now_ns, user, outcomes, error)) {
-                for (const std::size_t i : g) out[i] = degraded(error);
+        for (std::size_t c = 0; c < n_calls; ++c) {
+            const std::size_t at = c * per_call, m = calls[c].num_keys;
+            outcomes.resize(m);
+            if (!protocol::gcra_batch_decode(replies[c], params_, cost, now_ns, keys.subspan(at, m), outcomes, error)) {
+                for (std::size_t j = 0; j < m; ++j) out[at + j] = degraded(error);
                 continue;
             }
-            for (std::size_t j = 0; j < g.size(); ++j) out[g[j]] = finish(outcomes[j]);
+            for (std::size_t j = 0; j < m; ++j) out[at + j] = finish(outcomes[j]);
         }
     }
 

@@ -52,14 +52,15 @@ inline constexpr std::size_t max_limits_per_call = 64;
 
 namespace protocol {
 
-enum class Script : std::uint8_t { gcra = 0, sliding_window = 1 };
-inline constexpr std::size_t script_count = 2;
+enum class Script : std::uint8_t { gcra = 0, sliding_window = 1, gcra_batch = 2 };
+inline constexpr std::size_t script_count = 3;
 
 /// The full Lua source of a script (for SCRIPT LOAD / EVAL).
 inline const std::string& script_source(Script s) {
     static const std::array<std::string, script_count> sources{
         std::string(detail::lua_prelude) + std::string(detail::lua_gcra),
-        std::string(detail::lua_prelude) + std::string(detail::lua_sliding)};
+        std::string(detail::lua_prelude) + std::string(detail::lua_sliding),
+        std::string(detail::lua_prelude) + std::string(detail::lua_gcra_batch)};
     return sources[static_cast<std::size_t>(s)];
 }
 
@@ -257,23 +258,28 @@ inline Outcome gcra_decode(const Reply& r, std::span<const GcraParams* const> pa
 }
 
 /// The GCRA call for a batch: every key decided and charged on its own, one
-/// quota and cost, in one script call.
+/// quota and cost, in one script call. gcra_batch_append_args appends what
+/// follows the keys (for a caller that builds the keys in place).
+inline void gcra_batch_append_args(std::vector<std::string>& args, const GcraParams& params, std::uint64_t cost,
+                                   std::optional<std::uint64_t> now_ns) {
+    args.emplace_back(now_ns ? "C" : "S");
+    params.append_args(args, cost, now_ns);
+}
 inline Call gcra_batch_call(std::span<const std::string> keys, const GcraParams& params, std::uint64_t cost,
                             std::optional<std::uint64_t> now_ns) {
     Call c;
-    c.script = Script::gcra;
+    c.script = Script::gcra_batch;
     c.num_keys = keys.size();
     c.args.reserve(keys.size() + 7);
     for (const auto& k : keys) c.args.push_back(k);
-    c.args.emplace_back(now_ns ? "C" : "S");
-    params.append_args(c.args, cost, now_ns);
+    gcra_batch_append_args(c.args, params, cost, now_ns);
     return c;
 }
 
-/// Decodes a batch reply: out[i] is tally::Gcra's decision for key i, or
-/// (ok == false in errors[i]'s sense) an error text when the key held a
-/// foreign value. Returns false, with `error` set, when the whole reply is
-/// unusable.
+/// Decodes a batch reply (see detail/scripts.hpp, lua_gcra_batch): out[i] is
+/// tally::Gcra's decision for key i from the TAT the script read, or an
+/// error text when the key held a foreign value or its entry is malformed.
+/// Returns false, with `error` set, when the whole reply is unusable.
 inline bool gcra_batch_decode(const Reply& r, const GcraParams& params, std::uint64_t cost,
                               std::optional<std::uint64_t> now_ns, std::span<const std::string_view> user_keys,
                               std::span<Outcome> out, std::string& error) {
@@ -282,42 +288,70 @@ inline bool gcra_batch_decode(const Reply& r, const GcraParams& params, std::uin
         error = detail::script_error(r, user_keys).error;
         return false;
     }
-    if (r.type != Reply::Type::array || r.elements.size() != 2 + 3 * m || out.size() != m) {
+    const auto& e = r.elements;
+    if (r.type != Reply::Type::array || e.size() < 2 + m || out.size() != m || !detail::int_in(e[0], 0, 1LL << 32) ||
+        e.size() != 2 + m + 3 * static_cast<std::size_t>(e[0].integer)) {
         error = "malformed reply to the GCRA script (type or length)";
         return false;
     }
-    const auto& e = r.elements;
-    constexpr long long max32 = 0xffffffffLL;
-    if (!detail::int_in(e[0], 0, 1) || !detail::int_in(e[1], 0, (1LL << 53) - 1) || (now_ns && e[1].integer != 0)) {
+    if (!detail::int_in(e[1], 0, (1LL << 53) - 1) || (now_ns && e[1].integer != 0)) {
         error = "malformed reply to the GCRA script (header)";
         return false;
     }
+    constexpr long long max32 = 0xffffffffLL;
     const std::uint64_t now = now_ns ? *now_ns : static_cast<std::uint64_t>(e[1].integer) * 1000;
+    const std::uint64_t n = params.grid().index(now);
+    std::size_t ext = 2 + m;  // the next triple of a debt of 2^50 or more
     for (std::size_t i = 0; i < m; ++i) {
-        const Reply& hi = e[2 + 3 * i];
-        const Reply& lo = e[3 + 3 * i];
-        const Reply& ok = e[4 + 3 * i];
-        if (!detail::int_in(hi, 0, max32) || !detail::int_in(lo, 0, max32) || !detail::int_in(ok, 0, 2)) {
+        const Reply& ri = e[2 + i];
+        if (!detail::int_in(ri, 0, (1LL << 52) + 3)) {
             out[i] = detail::fail("malformed reply to the GCRA script (state)");
             continue;
         }
-        if (ok.integer == 2) {
+        const auto v = static_cast<std::uint64_t>(ri.integer);
+        std::uint64_t tat = 0, ok = v & 3;
+        if (ok == 2 && v == 2) {
             Reply foreign;
             foreign.type = Reply::Type::error;
             foreign.str = "TALLYFOREIGN 1 holds a value tally did not write";
             out[i] = detail::script_error(foreign, user_keys.subspan(i, 1));
             continue;
         }
-        const std::uint64_t tat = (static_cast<std::uint64_t>(hi.integer) << 32) | static_cast<std::uint64_t>(lo.integer);
+        if (ok == 3 && v == 3) {
+            if (ext + 3 > e.size()) {
+                error = "malformed reply to the GCRA script (type or length)";
+                return false;
+            }
+            const Reply& hi = e[ext];
+            const Reply& lo = e[ext + 1];
+            const Reply& o = e[ext + 2];
+            ext += 3;
+            if (!detail::int_in(hi, 0, max32) || !detail::int_in(lo, 0, max32) || !detail::int_in(o, 0, 1)) {
+                out[i] = detail::fail("malformed reply to the GCRA script (state)");
+                continue;
+            }
+            tat = (static_cast<std::uint64_t>(hi.integer) << 32) | static_cast<std::uint64_t>(lo.integer);
+            ok = static_cast<std::uint64_t>(o.integer);
+        } else if (ok >= 2 || (v >> 2) > ~n) {  // a debt must not run past the end of the clock
+            out[i] = detail::fail("malformed reply to the GCRA script (state)");
+            continue;
+        } else if (v >= 4) {
+            tat = n + (v >> 2);
+        }
+        // A TAT at or behind index(now) decides as a fresh key (0) does.
         std::uint64_t next;
         const Decision d = params.grid().gcra(tat, now, cost, next);
-        if (d.allowed != (ok.integer == 1)) {
+        if (d.allowed != (ok == 1)) {
             out[i] = detail::fail("inconsistent reply to the GCRA script");
             continue;
         }
         out[i].ok = true;
         out[i].decision = d;
         out[i].error.clear();
+    }
+    if (ext != e.size()) {
+        error = "malformed reply to the GCRA script (type or length)";
+        return false;
     }
     return true;
 }

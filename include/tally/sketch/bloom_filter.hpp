@@ -122,19 +122,70 @@ class BloomFilter {
     /// Inserts a key by its 64-bit hash (all 64 bits should be well mixed).
     void add_hash(std::uint64_t h) noexcept {
         total_ = detail::sat_add(total_, std::uint64_t{1});
+        if constexpr (has_k8_kernel) {
+            if (TALLY_LIKELY(k8_)) {
+                h = detail::bloom_rehash(h, seed_);
+                return add_k8(block_of(h), static_cast<std::uint32_t>(h));
+            }
+            return add_block_general(h);
+        }
         add_block(h);
     }
 
+    /// Membership of a key by its 64-bit hash.
+    [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept {
+        if constexpr (has_k8_kernel) {
+            if (TALLY_LIKELY(k8_)) {
+                h = detail::bloom_rehash(h, seed_);
+                return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
+            }
+            return contains_general(h);
+        }
+        return contains_block(h);
+    }
+
   private:
+    // k = 8 in a 32- or 64-byte block (the 1% and 0.1% layouts) on x86-64
+    // has a kernel of its own with the salts as constants, inlined with
+    // -mavx2 and called once per key otherwise. Every other layout takes
+    // the general path, out of line, so that a caller's loop over
+    // add_hash/contains_hash stays small enough for the compiler to keep
+    // the filter's fields in registers and to split the loop on k8_.
+    static constexpr bool has_k8_kernel = TALLY_BLOOM_AVX2 && (block_bits == 256 || block_bits == 512);
+
+    TALLY_ALWAYS_INLINE static void add_k8(std::uint32_t* block, std::uint32_t x) noexcept {
+#if TALLY_BLOOM_AVX2
+        if constexpr (block_bits == 512) detail::bloom_add_avx2_k8(block, x);
+        if constexpr (block_bits == 256) detail::bloom_add_avx2_w256k8(block, x);
+#else
+        (void)block;
+        (void)x;
+#endif
+    }
+    TALLY_ALWAYS_INLINE static bool contains_k8(const std::uint32_t* block, std::uint32_t x) noexcept {
+#if TALLY_BLOOM_AVX2
+        if constexpr (block_bits == 512) return detail::bloom_contains_avx2_k8(block, x);
+        if constexpr (block_bits == 256) return detail::bloom_contains_avx2_w256k8(block, x);
+#endif
+        (void)block;
+        (void)x;
+        return false;
+    }
+
+    TALLY_BLOOM_NOINLINE void add_block_general(std::uint64_t h) noexcept {
+        add_block(h);
+    }
+    TALLY_BLOOM_NOINLINE bool contains_general(std::uint64_t h) const noexcept {
+        return contains_block(h);
+    }
+
     TALLY_ALWAYS_INLINE void add_block(std::uint64_t h) noexcept {
         h = detail::bloom_rehash(h, seed_);
         std::uint32_t* block = block_of(h);
         const auto x = static_cast<std::uint32_t>(h);
+        if constexpr (has_k8_kernel)
+            if (TALLY_LIKELY(k8_)) return add_k8(block, x);
 #if TALLY_BLOOM_AVX2
-        if constexpr (block_bits == 512)
-            if (TALLY_LIKELY(simd_k8_)) return detail::bloom_add_avx2_k8(block, x);
-        if constexpr (block_bits == 256)
-            if (TALLY_LIKELY(simd_k8_)) return detail::bloom_add_avx2_w256k8(block, x);
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_)) return detail::bloom_add_avx2<block_bits>(block, x, layout_);
 #elif TALLY_BLOOM_NEON
@@ -144,18 +195,13 @@ class BloomFilter {
         detail::bloom_add_scalar<block_bits>(block, x, layout_);
     }
 
-  public:
-
-    /// Membership of a key by its 64-bit hash.
-    [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept {
+    TALLY_ALWAYS_INLINE bool contains_block(std::uint64_t h) const noexcept {
         h = detail::bloom_rehash(h, seed_);
         const std::uint32_t* block = block_of(h);
         const auto x = static_cast<std::uint32_t>(h);
+        if constexpr (has_k8_kernel)
+            if (TALLY_LIKELY(k8_)) return contains_k8(block, x);
 #if TALLY_BLOOM_AVX2
-        if constexpr (block_bits == 512)
-            if (TALLY_LIKELY(simd_k8_)) return detail::bloom_contains_avx2_k8(block, x);
-        if constexpr (block_bits == 256)
-            if (TALLY_LIKELY(simd_k8_)) return detail::bloom_contains_avx2_w256k8(block, x);
         if constexpr (block_bits % 256 == 0)
             if (TALLY_LIKELY(simd_)) return detail::bloom_contains_avx2<block_bits>(block, x, layout_);
 #elif TALLY_BLOOM_NEON
@@ -165,6 +211,7 @@ class BloomFilter {
         return detail::bloom_contains_scalar<block_bits>(block, x, layout_);
     }
 
+  public:
     /// Prefetches the line a later add_hash/contains_hash(h) touches; issue it
     /// a few keys ahead to overlap cache misses in large filters.
     void prefetch_hash(std::uint64_t h) const noexcept {
@@ -212,7 +259,7 @@ class BloomFilter {
         const std::size_t ahead = batch_prefetch_distance();
         for (std::size_t i = 0; i < n; ++i) {
             if (ahead != 0 && i + ahead < n) prefetch_hash(hashes[i + ahead]);
-            out[i] = contains_hash(hashes[i]);
+            out[i] = contains_block(hashes[i]);
             positives += out[i] ? 1 : 0;
         }
         return positives;
@@ -431,7 +478,7 @@ class BloomFilter {
         blocks_.assign(nblocks, Block{});
         layout_ = detail::BloomLayout<block_bits>::make(k);
         simd_ = detail::bloom_simd_available<block_bits>();
-        simd_k8_ = simd_ && k == 8;
+        k8_ = simd_ && k == 8;
     }
 
     TALLY_ALWAYS_INLINE std::uint32_t* block_of(std::uint64_t h) noexcept {
@@ -450,14 +497,14 @@ class BloomFilter {
     std::uint64_t expected_items_ = 0;
     double fpp_ = 0;
     bool simd_ = false;
-    bool simd_k8_ = false;  // simd_ and k = 8: the specialised per-key kernel (one test per key)
+    bool k8_ = false;  // simd_ and k = 8: the specialised per-key kernel (one test per key)
 };
 
 namespace detail {
 template <std::size_t BlockBytes>
 void bloom_force_scalar(BloomFilter<BlockBytes>& f, bool scalar) noexcept {
     f.simd_ = !scalar && bloom_simd_available<BloomFilter<BlockBytes>::block_bits>();
-    f.simd_k8_ = f.simd_ && f.layout_.k == 8;
+    f.k8_ = f.simd_ && f.layout_.k == 8;
 }
 }  // namespace detail
 

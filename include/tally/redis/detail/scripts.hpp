@@ -61,6 +61,31 @@ local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+-- index(t) = floor(u * x / y) for u = TIME in microseconds, as 32-bit halves
+-- (hi, lo), and lead = t - time_of(index(t)) in milliseconds.
+local function index_now(u, x, y)
+  local r = math.fmod(u, y)
+  local rx = r * x
+  local ry = math.fmod(rx, y)
+  local f = (rx - ry) / y
+  local q = (u - r) / y
+  local nh, nl
+  if q * x < 4503599627370496 then
+    local n = q * x + f
+    nl = math.fmod(n, P)
+    nh = (n - nl) / P
+  else
+    local c = mul(q, x)
+    nh = c[4] * 65536 + c[3]
+    nl = c[2] * 65536 + c[1] + f
+    if nl >= P then
+      local k = math.floor(nl / P)
+      nl = nl - k * P
+      nh = nh + k
+    end
+  end
+  return nh, nl, ry / x / 1000
+end
 local function fmt(x) return string.format('%.0f', x) end
 -- Integers below 10^14 concatenate exactly ("%.14g"), without string.format.
 local function ttl(ms)
@@ -69,11 +94,8 @@ local function ttl(ms)
 end
 )lua";
 
-// GCRA over #KEYS keys. ARGV[1] is the mode:
-//   's' / 'c': all or nothing over the keys (limits), six arguments per key;
-//   'S' / 'C': each key decided and charged on its own (a batch), one set of
-//              six arguments for all keys;
-// with 's'/'S' reading Redis TIME and 'c'/'C' taking the caller's index.
+// GCRA over #KEYS keys, all or nothing (limits), six arguments per key.
+// ARGV[1] is the mode: 's' reads Redis TIME, 'c' takes the caller's index.
 // The six arguments: cap, cost, x, y, ms_per_unit, lead_ms, where
 //   Redis time: x/y = 1000 * limit / window_ns in lowest terms (x * y <
 //        2^53), so index(t) = floor(u * x / y) for u = TIME in microseconds;
@@ -90,8 +112,7 @@ end
 // tokens handed back.
 inline constexpr std::string_view lua_gcra = R"lua(
 local mode = ARGV[1]
-local server = mode == 's' or mode == 'S' or mode == 'l'
-local batch = mode == 'S' or mode == 'C'
+local server = mode == 's' or mode == 'l'
 local lease = mode == 'l' or mode == 'k'
 local u = 0
 if server then u = now_us() end
@@ -132,68 +153,16 @@ local function write(i, bh, bl, cost, debt, ms, lead)
     xl = xl - k * P
     xh = xh + k
   end
-  local state = 'g1:' .. xh .. ':' .. xl
-  redis.call('SET', KEYS[i], state, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
-  return state
-end
--- A batch reads every key with one MGET. MGET answers nil both for a missing
--- key and for a key of another type: EXISTS tells them apart (one more call,
--- and one per nil key only when some nil key exists). `seen` holds what this
--- call wrote, for keys that repeat within the batch.
-local vals, seen = nil, {}
-if batch then
-  vals = redis.call('MGET', unpack(KEYS))
-  local nils = {}
-  for i = 1, #KEYS do
-    if not vals[i] then nils[#nils + 1] = i end
-  end
-  if #nils > 0 then
-    local names = {}
-    for j = 1, #nils do names[j] = KEYS[nils[j]] end
-    if redis.call('EXISTS', unpack(names)) > 0 then
-      for j = 1, #nils do
-        if redis.call('EXISTS', KEYS[nils[j]]) == 1 then vals[nils[j]] = {} end
-      end
-    end
-  end
+  redis.call('SET', KEYS[i], 'g1:' .. xh .. ':' .. xl, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
 end
 local cap, cost, x, y, ms, lead, nh, nl
 for i = 1, #KEYS do
-  if i == 1 or not batch then
-    local o = batch and 1 or 1 + (i - 1) * 6
-    cap, cost = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
-    x, y, ms, lead = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
-    nh, nl = x, y
-    if server then
-      local r = math.fmod(u, y)
-      local rx = r * x
-      local ry = math.fmod(rx, y)
-      lead = ry / x / 1000
-      local f = (rx - ry) / y
-      local q = (u - r) / y
-      if q * x < 4503599627370496 then
-        local n = q * x + f
-        nl = math.fmod(n, P)
-        nh = (n - nl) / P
-      else
-        local c = mul(q, x)
-        nh = c[4] * 65536 + c[3]
-        nl = c[2] * 65536 + c[1] + f
-        if nl >= P then
-          local k = math.floor(nl / P)
-          nl = nl - k * P
-          nh = nh + k
-        end
-      end
-    end
-  end
-  local v
-  if batch then
-    v = seen[KEYS[i]]
-    if v == nil then v = vals[i] end
-  else
-    v = redis.pcall('GET', KEYS[i])
-  end
+  local o = 1 + (i - 1) * 6
+  cap, cost = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+  x, y, ms, lead = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
+  nh, nl = x, y
+  if server then nh, nl, lead = index_now(u, x, y) end
+  local v = redis.pcall('GET', KEYS[i])
   local th, tl, bad = 0, 0, nil
   if type(v) == 'table' then
     bad = 'holds a non-string value'
@@ -206,15 +175,7 @@ for i = 1, #KEYS do
       if th >= P or tl >= P then bad = 'holds an out-of-range state' end
     end
   end
-  if bad and not batch then return redis.error_reply('TALLYFOREIGN ' .. i .. ' ' .. bad) end
-  if bad then
-    -- A batch goes on: this key's entry says "foreign" (ok = 2).
-    all = false
-    out[at + 1] = 0
-    out[at + 2] = 0
-    out[at + 3] = 2
-    at = at + 3
-  else
+  if bad then return redis.error_reply('TALLYFOREIGN ' .. i .. ' ' .. bad) end
   local level, bh, bl, debt = cap, nh, nl, 0
   if th > nh or (th == nh and tl > nl) then
     local dh, dl = th - nh, tl - nl
@@ -249,27 +210,161 @@ for i = 1, #KEYS do
     cost = g
     granted = g
   end
-  if batch then
-    if ok and cost > 0 then seen[KEYS[i]] = write(i, bh, bl, cost, debt, ms, lead) end
-  else
-    plan[i] = {bh, bl, cost, debt, ms, lead}
-  end
+  plan[i] = {bh, bl, cost, debt, ms, lead}
   out[at + 1] = th
   out[at + 2] = tl
   out[at + 3] = granted
   at = at + 3
-  end
 end
 if lease then out[at + 1] = returned end
 if all then
   out[1] = 1
-  if not batch then
-    for i = 1, #KEYS do
-      local p = plan[i]
-      if p[3] > 0 then write(i, p[1], p[2], p[3], p[4], p[5], p[6]) end
-    end
+  for i = 1, #KEYS do
+    local p = plan[i]
+    if p[3] > 0 then write(i, p[1], p[2], p[3], p[4], p[5], p[6]) end
   end
 end
+return out
+)lua";
+
+// GCRA batch: every key of #KEYS decided and charged on its own, one quota
+// and cost for all. ARGV: mode ('S' Redis TIME, 'C' the caller's index),
+// then the six arguments of lua_gcra. One MGET reads every key, one MSET
+// writes the charged ones, one PEXPIRE per charged key sets its TTL (one
+// SET ... PX when a single key is charged).
+//
+// Reply, flat: {ext, u, r_1 .. r_m, then ext triples tat_hi, tat_lo, ok}.
+// r_i = ok + 4 * debt, with ok 0 (denied) or 1 (admitted) and debt = TAT -
+// index(now) as read when the TAT is ahead of now (else 0: every TAT at or
+// behind now gives the same decision as a fresh key). debt < 2^50, so r_i
+// is an exact double. r_i = 2: a foreign value. r_i = 3: a debt of 2^50 or
+// more (a caller's time far behind the key's), whose TAT and ok follow in
+// order after the m entries; ext counts those triples.
+//
+// Cost per key: the MGET slot, the parse of a non-fresh state, the MSET
+// slot and one PEXPIRE. A fresh or replenished key gets the same state
+// string and TTL, formatted once per call; only a key in debt formats its
+// own.
+inline constexpr std::string_view lua_gcra_batch = R"lua(
+local cap, cost = tonumber(ARGV[2]), tonumber(ARGV[3])
+local x, y, ms, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local u, nh, nl = 0, x, y
+if ARGV[1] == 'S' then
+  u = now_us()
+  nh, nl, lead = index_now(u, x, y)
+end
+local m = #KEYS
+-- MGET answers nil both for a missing key and for a key of another type:
+-- one EXISTS over the nil keys tells them apart, and one EXISTS per nil key
+-- only when some of them exist.
+local vals = redis.call('MGET', unpack(KEYS))
+local nils, nn = {}, 0
+for i = 1, m do
+  if not vals[i] then
+    nn = nn + 1
+    nils[nn] = KEYS[i]
+  end
+end
+if nn > 0 and redis.call('EXISTS', unpack(nils)) > 0 then
+  for i = 1, m do
+    if not vals[i] and redis.call('EXISTS', KEYS[i]) == 1 then vals[i] = {} end
+  end
+end
+local function state(h, l)
+  if l >= P then
+    local k = math.floor(l / P)
+    l = l - k * P
+    h = h + k
+  end
+  return 'g1:' .. h .. ':' .. l
+end
+-- What may be charged from base index (bh, bl) at `level`: no index past
+-- 2^64 - 1 (the end of the clock) is ever written.
+local function avail(bh, bl, level)
+  local rh = P - 1 - bh
+  if rh < 512 then
+    local room = rh * P + (P - 1 - bl)
+    if room < level then return room end
+  end
+  return level
+end
+-- A fresh key (or one whose TAT is not ahead of now) starts from index(now)
+-- with a full bucket: one decision, one state, one TTL for all of them.
+local fresh_ok = cost <= avail(nh, nl, cap)
+local fresh_state, fresh_ttl
+if fresh_ok and cost > 0 then
+  fresh_state = state(nh, nl + cost)
+  fresh_ttl = string.format('%d', ttl(math.floor(cost * ms - lead) + 2))
+end
+-- The writes go out together at the end: one MSET, then one PEXPIRE per key
+-- in batch order (cheaper than a SET ... PX each: no status reply to turn
+-- into a Lua table); a single write (a cluster's one-key calls) is one SET. `seen`: the state this call gave a key, for keys that
+-- repeat within the batch.
+local out, ext, ne, seen = {0, u}, {}, 0, {}
+local kv, ttls, nw = {}, {}, 0
+local function put(k, st, t)
+  kv[2 * nw + 1] = k
+  kv[2 * nw + 2] = st
+  nw = nw + 1
+  ttls[nw] = t
+  seen[k] = st
+end
+for i = 1, m do
+  local k = KEYS[i]
+  local v = seen[k] or vals[i]
+  local r = 2
+  local h, l
+  if type(v) == 'string' then h, l = string.match(v, '^g1:(%d+):(%d+)$') end
+  local th, tl = 0, 0
+  if h then
+    th, tl = tonumber(h), tonumber(l)
+    if th >= P or tl >= P then h = nil end
+  end
+  if not v or (h and (th < nh or (th == nh and tl <= nl))) then
+    r = 0
+    if fresh_ok then
+      r = 1
+      if fresh_state then put(k, fresh_state, fresh_ttl) end
+    end
+  elseif h then
+    local dh, dl = th - nh, tl - nl
+    if dl < 0 then
+      dl = dl + P
+      dh = dh - 1
+    end
+    local level, debt = 0, 0
+    if dh < 512 then
+      debt = dh * P + dl
+      if debt < cap then level = cap - debt end
+    end
+    r = 0
+    if cost <= avail(th, tl, level) then
+      r = 1
+      if cost > 0 then
+        put(k, tl + cost < P and 'g1:' .. h .. ':' .. (tl + cost) or state(th, tl + cost),
+            ttl(math.floor((debt + cost) * ms - lead) + 2))
+      end
+    end
+    if dh < 262144 then
+      r = r + 4 * (dh * P + dl)
+    else
+      ext[ne + 1] = th
+      ext[ne + 2] = tl
+      ext[ne + 3] = r
+      ne = ne + 3
+      r = 3
+    end
+  end
+  out[i + 2] = r
+end
+if nw == 1 then
+  redis.call('SET', kv[1], kv[2], 'PX', ttls[1])
+elseif nw > 1 then
+  redis.call('MSET', unpack(kv))
+  for j = 1, nw do redis.call('PEXPIRE', kv[2 * j - 1], ttls[j]) end
+end
+out[1] = ne / 3
+for j = 1, ne do out[m + 2 + j] = ext[j] end
 return out
 )lua";
 
