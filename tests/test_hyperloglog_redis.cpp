@@ -11,26 +11,17 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "catch.hpp"
@@ -156,79 +147,6 @@ class RespClient {
     std::size_t pos_ = 0;
 };
 
-// Owns the redis-server child and its temporary directory; stops and removes
-// both however the test exits.
-class RedisServer {
-  public:
-    explicit RedisServer(const std::string& binary) {
-        char tmpl[] = "/tmp/tally-redis-XXXXXX";
-        if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-        dir_ = tmpl;
-        port_ = tally_test::free_loopback_port();
-        const std::string port = std::to_string(port_);
-        const std::string log = dir_ + "/redis.log";
-        pid_ = ::fork();
-        if (pid_ < 0) throw std::runtime_error("fork failed");
-        if (pid_ == 0) {
-#if defined(__linux__)
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-#endif
-            std::FILE* f = std::freopen(log.c_str(), "w", stdout);
-            (void)f;
-            ::dup2(STDOUT_FILENO, STDERR_FILENO);
-            ::execl(binary.c_str(), binary.c_str(), "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--daemonize", "no", "--dir", dir_.c_str(), static_cast<char*>(nullptr));
-            std::_Exit(127);
-        }
-        // Wait until it answers PING (up to ~10 s).
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (std::chrono::steady_clock::now() < deadline) {
-            int status = 0;
-            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-                pid_ = -1;
-                throw std::runtime_error("redis-server exited at startup; see " + log);
-            }
-            try {
-                client_.emplace(port_);
-                if (client_->command({"PING"}).str == "PONG") return;
-            } catch (const std::runtime_error&) {
-                client_.reset();
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        throw std::runtime_error("redis-server did not answer PING within 10 s");
-    }
-    RedisServer(const RedisServer&) = delete;
-    RedisServer& operator=(const RedisServer&) = delete;
-    ~RedisServer() {
-        client_.reset();
-        if (pid_ > 0) {
-            ::kill(pid_, SIGTERM);
-            int status = 0;
-            bool reaped = false;
-            for (int i = 0; i < 200 && !reaped; ++i) {
-                reaped = ::waitpid(pid_, &status, WNOHANG) == pid_;
-                if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-            if (!reaped) {
-                ::kill(pid_, SIGKILL);
-                ::waitpid(pid_, &status, 0);
-            }
-        }
-        std::error_code ec;
-        std::filesystem::remove_all(dir_, ec);
-    }
-
-    RespClient& client() { return *client_; }
-    int port() const { return port_; }
-
-  private:
-    std::string dir_;
-    int port_ = 0;
-    pid_t pid_ = -1;
-    std::optional<RespClient> client_;
-};
-
 std::string element(std::uint64_t i) { return "user:" + std::to_string(i); }
 
 // PFADD elements [begin, end) in batches; returns how many batches reported
@@ -278,8 +196,8 @@ TEST_CASE("HyperLogLog interop with a live redis-server", "[hyperloglog][redis][
         WARN("redis-server not found; the live Redis interop test was skipped");
         return;
     }
-    RedisServer server(binary);
-    RespClient& c = server.client();
+    tally_test::RedisServer server(binary);
+    RespClient c(server.port());
     const Reply version = c.command({"INFO", "server"});
     INFO(version.str.substr(0, version.str.find('\n', version.str.find("redis_version"))));
 
