@@ -85,34 +85,6 @@ inline int free_loopback_port() {
     return port;
 }
 
-/// One PING over a fresh connection with a 200 ms receive timeout.
-inline bool redis_pings(int port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return false;
-    timeval tv{};
-    tv.tv_usec = 200'000;
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    bool ok = false;
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        ::send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
-        char buf[8] = {};
-        std::size_t got = 0;
-        for (int i = 0; i < 8 && got < 7; ++i) {
-            const ssize_t n = ::recv(fd, buf + got, 7 - got, 0);
-            if (n <= 0) break;
-            got += static_cast<std::size_t>(n);
-        }
-        ok = got == 7 && std::memcmp(buf, "+PONG\r\n", 7) == 0;
-    }
-    ::close(fd);
-    return ok;
-}
-
 /// A port p on 127.0.0.1 with p and p + 10000 (its cluster bus) both free,
 /// in [20000, 55535).
 inline int free_cluster_port() {
@@ -148,12 +120,12 @@ inline std::string redis_cli_binary() {
 }
 
 /// Sends one inline command to 127.0.0.1:port and returns the raw reply
-/// bytes read within 500 ms (a bulk reply is read to its end).
-inline std::string redis_raw(int port, const std::string& inline_command) {
+/// bytes, each read waiting at most timeout_us (a bulk reply is read to its end).
+inline std::string redis_raw(int port, const std::string& inline_command, long timeout_us = 500'000) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return {};
     timeval tv{};
-    tv.tv_usec = 500'000;
+    tv.tv_usec = timeout_us;
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     sockaddr_in addr{};
@@ -179,6 +151,9 @@ inline std::string redis_raw(int port, const std::string& inline_command) {
     ::close(fd);
     return out;
 }
+
+/// One PING over a fresh connection with a 200 ms receive timeout.
+inline bool redis_pings(int port) { return redis_raw(port, "PING", 200'000) == "+PONG\r\n"; }
 
 /// Owns a redis-server child process and its temporary directory.
 class RedisServer {
