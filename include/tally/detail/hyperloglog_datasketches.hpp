@@ -82,6 +82,18 @@ TALLY_ALWAYS_INLINE Hash128 murmur3_finish(std::uint64_t h1, std::uint64_t h2, s
     return {h1, h2};
 }
 
+// One 16-byte block of MurmurHash3_x64_128's body.
+TALLY_ALWAYS_INLINE void murmur3_block(std::uint64_t& h1, std::uint64_t& h2, const unsigned char* p) noexcept {
+    h1 ^= murmur3_mix_k1(load_le64(p));
+    h1 = std::rotl(h1, 27);
+    h1 += h2;
+    h1 = h1 * 5 + 0x52dce729;
+    h2 ^= murmur3_mix_k2(load_le64(p + 8));
+    h2 = std::rotl(h2, 31);
+    h2 += h1;
+    h2 = h2 * 5 + 0x38495ab5;
+}
+
 /// Austin Appleby's MurmurHash3_x64_128 of `len` bytes (data may be null when
 /// len == 0), written as the reference describes it: 16-byte blocks, then the
 /// tail byte by byte. The reference for murmur3_x64_128_fast.
@@ -90,16 +102,7 @@ inline Hash128 murmur3_x64_128(const void* data, std::size_t len, std::uint64_t 
     std::uint64_t h1 = seed;
     std::uint64_t h2 = seed;
     const std::size_t blocks = len / 16;
-    for (std::size_t i = 0; i < blocks; ++i, p += 16) {
-        h1 ^= murmur3_mix_k1(load_le64(p));
-        h1 = std::rotl(h1, 27);
-        h1 += h2;
-        h1 = h1 * 5 + 0x52dce729;
-        h2 ^= murmur3_mix_k2(load_le64(p + 8));
-        h2 = std::rotl(h2, 31);
-        h2 += h1;
-        h2 = h2 * 5 + 0x38495ab5;
-    }
+    for (std::size_t i = 0; i < blocks; ++i, p += 16) murmur3_block(h1, h2, p);
     const std::size_t tail = len & 15;
     std::uint64_t k1 = 0;
     std::uint64_t k2 = 0;
@@ -117,16 +120,7 @@ TALLY_ALWAYS_INLINE Hash128 murmur3_x64_128_fast(const void* data, std::size_t l
     const auto* p = static_cast<const unsigned char*>(data);
     std::uint64_t h1 = seed;
     std::uint64_t h2 = seed;
-    for (std::size_t n = len / 16; n > 0; --n, p += 16) {
-        h1 ^= murmur3_mix_k1(load_le64(p));
-        h1 = std::rotl(h1, 27);
-        h1 += h2;
-        h1 = h1 * 5 + 0x52dce729;
-        h2 ^= murmur3_mix_k2(load_le64(p + 8));
-        h2 = std::rotl(h2, 31);
-        h2 += h1;
-        h2 = h2 * 5 + 0x38495ab5;
-    }
+    for (std::size_t n = len / 16; n > 0; --n, p += 16) murmur3_block(h1, h2, p);
     const std::size_t tail = len & 15;
     if (tail > 8) {
         // Bytes 8..tail-1 are the top of the word that ends at the last byte.
