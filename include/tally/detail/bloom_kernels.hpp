@@ -43,6 +43,13 @@
 #if !defined(TALLY_BLOOM_NEON)
 #define TALLY_BLOOM_NEON 0
 #endif
+// The per-key AVX2 kernels as inline assembly, for callers built without AVX
+// (a build with -mavx but not -mavx2 calls the out-of-line kernels).
+#if TALLY_BLOOM_AVX2 && !defined(__AVX__)
+#define TALLY_BLOOM_AVX2_ASM 1
+#else
+#define TALLY_BLOOM_AVX2_ASM 0
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TALLY_BLOOM_NOINLINE __attribute__((noinline))
@@ -322,6 +329,143 @@ TALLY_BLOOM_TARGET_AVX2 inline void bloom_add_avx2_w256k8(std::uint32_t* block, 
 TALLY_BLOOM_TARGET_AVX2 inline bool bloom_contains_avx2_w256k8(const std::uint32_t* block, std::uint32_t x) noexcept {
     return _mm256_testc_si256((__m256i) * reinterpret_cast<const bloom_u32x8*>(block), bloom_avx2_w256k8_mask(x)) != 0;
 }
+
+// The same two k = 8 kernels for a caller built without AVX (baseline
+// x86-64, AVX2 found at run time). Such a caller cannot inline a function
+// compiled for AVX2, so the kernels above would cost it one out-of-line call
+// per key. The assembler has no such limit: here the same instructions are
+// inline assembly, which inlines into the caller's loop, and run only where
+// the filter has found AVX2 (k8_). Measured against FastFilter's
+// split-block filter in docs/bloom_filter.md.
+// - Adds use 128-bit (VEX.128) instructions on register operands only, and
+//   the C++ ORs the two halves into the block as u32 vectors. VEX.128 leaves
+//   the upper register halves zero, so no vzeroupper is needed. With a memory
+//   operand in the assembly, GCC kept total() in memory and reloaded the
+//   filter's fields after every add, as a store through __m256i does.
+// - Lookups use 256-bit instructions and end with vzeroupper (code built
+//   without AVX keeps nothing in the upper halves; without it the SSE code
+//   after the lookup ran slower on this machine). They store nothing, so
+//   their memory operands cost nothing in the caller's loop.
+// - `asm inline`: GCC otherwise sizes an assembly block by its line count
+//   and stops splitting the caller's loop on the filter's layout and seed,
+//   which leaves an out-of-line call in the loop and the fields in memory.
+#if TALLY_BLOOM_AVX2_ASM
+typedef std::uint32_t bloom_u32x4 __attribute__((vector_size(16)));
+
+struct BloomWords8 {
+    alignas(32) std::uint32_t v[8];
+};
+
+// 32-byte kernel: the eight lane salts; 64-byte kernel: four 64-bit lanes
+// per vector, the salt in the even u32 slot (salt, 0, salt, 0, ...).
+inline constexpr BloomWords8 bloom_asm_w256_salts = {{bloom_salts.v[0], bloom_salts.v[1], bloom_salts.v[2],
+                                                      bloom_salts.v[3], bloom_salts.v[4], bloom_salts.v[5],
+                                                      bloom_salts.v[6], bloom_salts.v[7]}};
+inline constexpr BloomWords8 bloom_asm_k8_salts[2] = {
+    {{bloom_salts.v[0], 0, bloom_salts.v[1], 0, bloom_salts.v[2], 0, bloom_salts.v[3], 0}},
+    {{bloom_salts.v[4], 0, bloom_salts.v[5], 0, bloom_salts.v[6], 0, bloom_salts.v[7], 0}}};
+inline constexpr std::uint32_t bloom_asm_one32 = 1;
+inline constexpr std::uint64_t bloom_asm_one64 = 1;
+
+// Vector values (not objects in memory) for the add kernels' register operands.
+#define TALLY_BLOOM_SALTS4(a, b, c, d) \
+    (bloom_u32x4{bloom_salts.v[a], bloom_salts.v[b], bloom_salts.v[c], bloom_salts.v[d]})
+#define TALLY_BLOOM_SALTS2(a, b) (bloom_u32x4{bloom_salts.v[a], 0, bloom_salts.v[b], 0})
+
+TALLY_ALWAYS_INLINE void bloom_add_asm_w256k8(std::uint32_t* block, std::uint32_t x) noexcept {
+    bloom_u32x4 lo, hi;
+    __asm__ __inline__(
+        "vmovd %[x], %[hi]\n\t"
+        "vpbroadcastd %[hi], %[hi]\n\t"
+        "vpmulld %[s0], %[hi], %[lo]\n\t"
+        "vpmulld %[s1], %[hi], %[hi]\n\t"
+        "vpsrld $27, %[lo], %[lo]\n\t"
+        "vpsrld $27, %[hi], %[hi]\n\t"
+        "vpsllvd %[lo], %[one], %[lo]\n\t"
+        "vpsllvd %[hi], %[one], %[hi]"
+        : [lo] "=&x"(lo), [hi] "=&x"(hi)
+        : [x] "r"(x), [s0] "x"(TALLY_BLOOM_SALTS4(0, 1, 2, 3)), [s1] "x"(TALLY_BLOOM_SALTS4(4, 5, 6, 7)),
+          [one] "x"(bloom_u32x4{1, 1, 1, 1}));
+    auto* p = reinterpret_cast<bloom_u32x4*>(block);
+    p[0] |= lo;
+    p[1] |= hi;
+}
+
+TALLY_ALWAYS_INLINE bool bloom_contains_asm_w256k8(const std::uint32_t* block, std::uint32_t x) noexcept {
+    bloom_u32x4 m, t;
+    bool all_set;
+    __asm__ __inline__(
+        "vmovd %[x], %x[m]\n\t"
+        "vpbroadcastd %x[m], %t[m]\n\t"
+        "vpmulld %[salt], %t[m], %t[m]\n\t"
+        "vpsrld $27, %t[m], %t[m]\n\t"
+        "vpbroadcastd %[one], %t[t]\n\t"
+        "vpsllvd %t[m], %t[t], %t[m]\n\t"
+        "vmovdqa %[blk], %t[t]\n\t"
+        "vptest %t[m], %t[t]\n\t"  // CF: no bit of the mask is missing from the block
+        "vzeroupper"
+        : [m] "=&x"(m), [t] "=&x"(t), "=@ccc"(all_set)
+        : [x] "r"(x), [salt] "m"(bloom_asm_w256_salts), [one] "m"(bloom_asm_one32),
+          [blk] "m"(*reinterpret_cast<const BloomWords8*>(block)));
+    return all_set;
+}
+
+TALLY_ALWAYS_INLINE void bloom_add_asm_k8(std::uint32_t* block, std::uint32_t x) noexcept {
+    bloom_u32x4 vx, m0, m1, m2, m3;
+    __asm__ __inline__(
+        "vmovd %[x], %[vx]\n\t"
+        "vpbroadcastd %[vx], %[vx]\n\t"
+        "vpmulld %[s0], %[vx], %[m0]\n\t"
+        "vpmulld %[s1], %[vx], %[m1]\n\t"
+        "vpmulld %[s2], %[vx], %[m2]\n\t"
+        "vpmulld %[s3], %[vx], %[m3]\n\t"
+        "vpsrld $26, %[m0], %[m0]\n\t"
+        "vpsrld $26, %[m1], %[m1]\n\t"
+        "vpsrld $26, %[m2], %[m2]\n\t"
+        "vpsrld $26, %[m3], %[m3]\n\t"
+        "vpsllvq %[m0], %[one], %[m0]\n\t"
+        "vpsllvq %[m1], %[one], %[m1]\n\t"
+        "vpsllvq %[m2], %[one], %[m2]\n\t"
+        "vpsllvq %[m3], %[one], %[m3]"
+        : [vx] "=&x"(vx), [m0] "=&x"(m0), [m1] "=&x"(m1), [m2] "=&x"(m2), [m3] "=&x"(m3)
+        : [x] "r"(x), [s0] "x"(TALLY_BLOOM_SALTS2(0, 1)), [s1] "x"(TALLY_BLOOM_SALTS2(2, 3)),
+          [s2] "x"(TALLY_BLOOM_SALTS2(4, 5)), [s3] "x"(TALLY_BLOOM_SALTS2(6, 7)), [one] "x"(bloom_u32x4{1, 0, 1, 0}));
+    auto* p = reinterpret_cast<bloom_u32x4*>(block);
+    p[0] |= m0;
+    p[1] |= m1;
+    p[2] |= m2;
+    p[3] |= m3;
+}
+
+TALLY_ALWAYS_INLINE bool bloom_contains_asm_k8(const std::uint32_t* block, std::uint32_t x) noexcept {
+    bloom_u32x4 m0, m1, t;
+    bool all_set;
+    __asm__ __inline__(
+        "vmovd %[x], %x[m1]\n\t"
+        "vpbroadcastd %x[m1], %t[m1]\n\t"
+        "vpmulld %[s0], %t[m1], %t[m0]\n\t"
+        "vpmulld %[s1], %t[m1], %t[m1]\n\t"
+        "vpsrld $26, %t[m0], %t[m0]\n\t"
+        "vpsrld $26, %t[m1], %t[m1]\n\t"
+        "vpbroadcastq %[one], %t[t]\n\t"
+        "vpsllvq %t[m0], %t[t], %t[m0]\n\t"
+        "vpsllvq %t[m1], %t[t], %t[m1]\n\t"
+        "vmovdqa %[b0], %t[t]\n\t"
+        "vpandn %t[m0], %t[t], %t[m0]\n\t"  // mask bits missing from the block
+        "vmovdqa %[b1], %t[t]\n\t"
+        "vpandn %t[m1], %t[t], %t[m1]\n\t"
+        "vpor %t[m0], %t[m1], %t[m1]\n\t"
+        "vptest %t[m1], %t[m1]\n\t"
+        "vzeroupper"
+        : [m0] "=&x"(m0), [m1] "=&x"(m1), [t] "=&x"(t), "=@ccz"(all_set)
+        : [x] "r"(x), [s0] "m"(bloom_asm_k8_salts[0]), [s1] "m"(bloom_asm_k8_salts[1]), [one] "m"(bloom_asm_one64),
+          [b0] "m"(*reinterpret_cast<const BloomWords8*>(block)),
+          [b1] "m"(*reinterpret_cast<const BloomWords8*>(block + 8)));
+    return all_set;
+}
+#undef TALLY_BLOOM_SALTS4
+#undef TALLY_BLOOM_SALTS2
+#endif  // TALLY_BLOOM_AVX2_ASM
 
 /// The block of W bits that (rehashed) hash h selects in `blocks`.
 template <std::size_t W, class Byte>

@@ -154,7 +154,10 @@ class BloomFilter {
     static constexpr bool has_k8_kernel = TALLY_BLOOM_AVX2 && (block_bits == 256 || block_bits == 512);
 
     TALLY_ALWAYS_INLINE static void add_k8(std::uint32_t* block, std::uint32_t x) noexcept {
-#if TALLY_BLOOM_AVX2
+#if TALLY_BLOOM_AVX2_ASM
+        if constexpr (block_bits == 512) detail::bloom_add_asm_k8(block, x);
+        if constexpr (block_bits == 256) detail::bloom_add_asm_w256k8(block, x);
+#elif TALLY_BLOOM_AVX2
         if constexpr (block_bits == 512) detail::bloom_add_avx2_k8(block, x);
         if constexpr (block_bits == 256) detail::bloom_add_avx2_w256k8(block, x);
 #else
@@ -163,7 +166,10 @@ class BloomFilter {
 #endif
     }
     TALLY_ALWAYS_INLINE static bool contains_k8(const std::uint32_t* block, std::uint32_t x) noexcept {
-#if TALLY_BLOOM_AVX2
+#if TALLY_BLOOM_AVX2_ASM
+        if constexpr (block_bits == 512) return detail::bloom_contains_asm_k8(block, x);
+        if constexpr (block_bits == 256) return detail::bloom_contains_asm_w256k8(block, x);
+#elif TALLY_BLOOM_AVX2
         if constexpr (block_bits == 512) return detail::bloom_contains_avx2_k8(block, x);
         if constexpr (block_bits == 256) return detail::bloom_contains_avx2_w256k8(block, x);
 #endif
