@@ -346,11 +346,20 @@ TALLY_BLOOM_TARGET_AVX2 inline bool bloom_contains_avx2_w256k8(const std::uint32
 //   without AVX keeps nothing in the upper halves; without it the SSE code
 //   after the lookup ran slower on this machine). They store nothing, so
 //   their memory operands cost nothing in the caller's loop.
-// - `asm inline`: GCC otherwise sizes an assembly block by its line count
-//   and stops splitting the caller's loop on the filter's layout and seed,
-//   which leaves an out-of-line call in the loop and the fields in memory.
+// - `asm inline` (GCC): GCC otherwise sizes an assembly block by its line
+//   count and stops splitting the caller's loop on the filter's layout and
+//   seed, which leaves an out-of-line call in the loop and the fields in
+//   memory.
 #if TALLY_BLOOM_AVX2_ASM
 typedef std::uint32_t bloom_u32x4 __attribute__((vector_size(16)));
+
+// GCC's `asm inline` (GCC 9 and later); Clang does not size assembly by its
+// lines, and older Clang releases do not accept the qualifier.
+#if defined(__clang__)
+#define TALLY_BLOOM_ASM __asm__
+#else
+#define TALLY_BLOOM_ASM __asm__ __inline__
+#endif
 
 struct BloomWords8 {
     alignas(32) std::uint32_t v[8];
@@ -374,7 +383,7 @@ inline constexpr std::uint64_t bloom_asm_one64 = 1;
 
 TALLY_ALWAYS_INLINE void bloom_add_asm_w256k8(std::uint32_t* block, std::uint32_t x) noexcept {
     bloom_u32x4 lo, hi;
-    __asm__ __inline__(
+    TALLY_BLOOM_ASM(
         "vmovd %[x], %[hi]\n\t"
         "vpbroadcastd %[hi], %[hi]\n\t"
         "vpmulld %[s0], %[hi], %[lo]\n\t"
@@ -394,7 +403,7 @@ TALLY_ALWAYS_INLINE void bloom_add_asm_w256k8(std::uint32_t* block, std::uint32_
 TALLY_ALWAYS_INLINE bool bloom_contains_asm_w256k8(const std::uint32_t* block, std::uint32_t x) noexcept {
     bloom_u32x4 m, t;
     bool all_set;
-    __asm__ __inline__(
+    TALLY_BLOOM_ASM(
         "vmovd %[x], %x[m]\n\t"
         "vpbroadcastd %x[m], %t[m]\n\t"
         "vpmulld %[salt], %t[m], %t[m]\n\t"
@@ -412,7 +421,7 @@ TALLY_ALWAYS_INLINE bool bloom_contains_asm_w256k8(const std::uint32_t* block, s
 
 TALLY_ALWAYS_INLINE void bloom_add_asm_k8(std::uint32_t* block, std::uint32_t x) noexcept {
     bloom_u32x4 vx, m0, m1, m2, m3;
-    __asm__ __inline__(
+    TALLY_BLOOM_ASM(
         "vmovd %[x], %[vx]\n\t"
         "vpbroadcastd %[vx], %[vx]\n\t"
         "vpmulld %[s0], %[vx], %[m0]\n\t"
@@ -440,7 +449,7 @@ TALLY_ALWAYS_INLINE void bloom_add_asm_k8(std::uint32_t* block, std::uint32_t x)
 TALLY_ALWAYS_INLINE bool bloom_contains_asm_k8(const std::uint32_t* block, std::uint32_t x) noexcept {
     bloom_u32x4 m0, m1, t;
     bool all_set;
-    __asm__ __inline__(
+    TALLY_BLOOM_ASM(
         "vmovd %[x], %x[m1]\n\t"
         "vpbroadcastd %x[m1], %t[m1]\n\t"
         "vpmulld %[s0], %t[m1], %t[m0]\n\t"
@@ -465,6 +474,7 @@ TALLY_ALWAYS_INLINE bool bloom_contains_asm_k8(const std::uint32_t* block, std::
 }
 #undef TALLY_BLOOM_SALTS4
 #undef TALLY_BLOOM_SALTS2
+#undef TALLY_BLOOM_ASM
 #endif  // TALLY_BLOOM_AVX2_ASM
 
 /// The block of W bits that (rehashed) hash h selects in `blocks`.
