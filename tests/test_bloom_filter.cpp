@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -586,6 +587,38 @@ TEST_CASE("BloomFilter vocabulary: total, empty, memory_bytes, clear, Seed::rand
     f.clear();
     CHECK(f.empty());
     CHECK(f.set_bits() == 0);
+
+    // total() saturates wherever its parts come from: a deserialized total
+    // near the maximum, then single-key adds, serialize and merge.
+    {
+        constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+        auto bytes = BloomFilter<>(1000, 0.01).serialize();
+        for (int i = 0; i < 8; ++i)  // the total field, little-endian at offset 44
+            bytes[44 + i] = static_cast<std::byte>(((max - 2) >> (8 * i)) & 0xff);
+        auto n = BloomFilter<>::deserialize(bytes);
+        CHECK(n.total() == max - 2);
+        n.add(1);
+        CHECK(n.total() == max - 1);
+        n.add_hash(2);
+        n.add(3);
+        n.add(4);
+        CHECK(n.total() == max);
+        CHECK(!n.empty());
+        CHECK(BloomFilter<>::deserialize(n.serialize()).total() == max);
+        BloomFilter<> m(1000, 0.01);
+        m.add(5);
+        m.merge(n);
+        CHECK(m.total() == max);
+        m.add(6);
+        CHECK(m.total() == max);
+        BloomFilter<> small(1000, 0.01);
+        small.add(7);
+        small.add(8);
+        CHECK(BloomFilter<>::deserialize(small.serialize()).total() == 2);
+        small.clear();
+        CHECK(small.total() == 0);
+        CHECK(small.empty());
+    }
 
     // a random seed: different bits from seed 0, kept by serialize, merges
     // only with the same seed

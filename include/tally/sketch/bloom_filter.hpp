@@ -12,6 +12,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../core/hash.hpp"
@@ -121,12 +122,9 @@ class BloomFilter {
 
     /// Inserts a key by its 64-bit hash (all 64 bits should be well mixed).
     void add_hash(std::uint64_t h) noexcept {
-        total_ = detail::sat_add(total_, std::uint64_t{1});
+        ++single_adds_;
         if constexpr (has_k8_kernel) {
-            if (TALLY_LIKELY(k8_)) {
-                h = detail::bloom_rehash(h, seed_);
-                return add_k8(block_of(h), static_cast<std::uint32_t>(h));
-            }
+            if (TALLY_LIKELY(k8_unseeded_)) return add_k8(block_of(h), static_cast<std::uint32_t>(h));
             return add_block_general(h);
         }
         add_block(h);
@@ -135,10 +133,7 @@ class BloomFilter {
     /// Membership of a key by its 64-bit hash.
     [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept {
         if constexpr (has_k8_kernel) {
-            if (TALLY_LIKELY(k8_)) {
-                h = detail::bloom_rehash(h, seed_);
-                return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
-            }
+            if (TALLY_LIKELY(k8_unseeded_)) return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
             return contains_general(h);
         }
         return contains_block(h);
@@ -146,11 +141,13 @@ class BloomFilter {
 
   private:
     // k = 8 in a 32- or 64-byte block (the 1% and 0.1% layouts) on x86-64
-    // has a kernel of its own with the salts as constants, inlined with
-    // -mavx2 and called once per key otherwise. Every other layout takes
-    // the general path, out of line, so that a caller's loop over
-    // add_hash/contains_hash stays small enough for the compiler to keep
-    // the filter's fields in registers and to split the loop on k8_.
+    // has a kernel of its own with the salts as constants, inlined into the
+    // caller (AVX2 intrinsics with -mavx2, inline assembly otherwise). An
+    // unseeded filter with that layout runs it behind one flag test, which
+    // the compiler hoists out of a caller's loop; seeded filters and every
+    // other layout take the general path, out of line, so that the loop
+    // stays small enough for the compiler to keep the filter's fields in
+    // registers and to split it on that flag.
     static constexpr bool has_k8_kernel = TALLY_BLOOM_AVX2 && (block_bits == 256 || block_bits == 512);
 
     TALLY_ALWAYS_INLINE static void add_k8(std::uint32_t* block, std::uint32_t x) noexcept {
@@ -339,11 +336,11 @@ class BloomFilter {
     /// summed by merge), saturating at 2^64 - 1. Not the distinct count: see
     /// approximate_count().
     [[nodiscard]] std::uint64_t total() const noexcept {
-        return total_;
+        return detail::sat_add(total_, static_cast<std::uint64_t>(single_adds_));
     }
     /// True when no key was added.
     [[nodiscard]] bool empty() const noexcept {
-        return total_ == 0;
+        return total() == 0;
     }
     [[nodiscard]] std::size_t block_count() const noexcept {
         return blocks_.size();
@@ -365,6 +362,7 @@ class BloomFilter {
         for (Block& b : blocks_)
             for (std::uint32_t& w : b.w) w = 0;
         total_ = 0;
+        single_adds_ = 0;
     }
 
     // ------------------------------------------------------------ merge
@@ -389,7 +387,8 @@ class BloomFilter {
                                            " does not match " + std::to_string(other.seed_));
         for (std::size_t i = 0; i < blocks_.size(); ++i)
             for (std::size_t w = 0; w < words_per_block; ++w) blocks_[i].w[w] |= other.blocks_[i].w[w];
-        total_ = detail::sat_add(total_, other.total_);
+        total_ = detail::sat_add(total(), other.total());
+        single_adds_ = 0;
         return *this;
     }
 
@@ -405,7 +404,7 @@ class BloomFilter {
         out.u64(expected_items_);
         out.f64(fpp_);
         out.u64(blocks_.size());
-        out.u64(total_);
+        out.u64(total());
         if constexpr (std::endian::native == std::endian::little) {
             out.bytes(blocks_.data(), bit_bytes());
         } else {
@@ -485,6 +484,7 @@ class BloomFilter {
         layout_ = detail::BloomLayout<block_bits>::make(k);
         simd_ = detail::bloom_simd_available<block_bits>();
         k8_ = simd_ && k == 8;
+        k8_unseeded_ = k8_ && seed_ == 0;
     }
 
     TALLY_ALWAYS_INLINE std::uint32_t* block_of(std::uint64_t h) noexcept {
@@ -499,11 +499,23 @@ class BloomFilter {
     detail::BloomLayout<block_bits> layout_{};
     std::vector<Block> blocks_;
     std::uint64_t seed_ = 0;
+    // total() is total_ (batches, merges, deserialized bytes; saturating)
+    // plus single_adds_ (add/add_hash calls). The per-key count is of a 64-bit
+    // type other than std::uint64_t: keys read from a std::uint64_t array may
+    // alias a std::uint64_t member, which makes the compiler store the count
+    // after every key of a caller's loop; this type keeps it in a register.
+    // It counts only calls made on this object (and the objects it was
+    // copied from), so it cannot wrap: 2^64 calls take centuries.
+    using SingleAddCount =
+        std::conditional_t<std::is_same_v<std::uint64_t, unsigned long>, unsigned long long, unsigned long>;
+    static_assert(sizeof(SingleAddCount) == 8 && !std::is_same_v<SingleAddCount, std::uint64_t>);
     std::uint64_t total_ = 0;
+    SingleAddCount single_adds_ = 0;
     std::uint64_t expected_items_ = 0;
     double fpp_ = 0;
     bool simd_ = false;
-    bool k8_ = false;  // simd_ and k = 8: the specialised per-key kernel (one test per key)
+    bool k8_ = false;           // simd_ and k = 8: the specialised per-key kernel
+    bool k8_unseeded_ = false;  // k8_ and seed 0: that kernel inline, one test per key
 };
 
 namespace detail {
@@ -511,6 +523,7 @@ template <std::size_t BlockBytes>
 void bloom_force_scalar(BloomFilter<BlockBytes>& f, bool scalar) noexcept {
     f.simd_ = !scalar && bloom_simd_available<BloomFilter<BlockBytes>::block_bits>();
     f.k8_ = f.simd_ && f.layout_.k == 8;
+    f.k8_unseeded_ = f.k8_ && f.seed_ == 0;
 }
 }  // namespace detail
 
