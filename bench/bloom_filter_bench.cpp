@@ -14,6 +14,8 @@
 //                          256 per call (SIMD dispatch once per call,
 //                          prefetch when the filter is larger than L2)
 //   BM_bloom_scalar        BM_bloom on the portable kernel (not in quick mode)
+//   BM_bloom_seeded        BM_bloom on a filter with a seed (keys remixed per
+//                          filter; one out-of-line call per key; not in quick mode)
 //   BM_line_probe_floor    precomputed hash -> block index -> one bit of that
 //                          line read (or set): the least any one-line filter
 //                          can do per key, to read BM_bloom_hashed against
@@ -85,6 +87,12 @@ class ClassicBloom {
     std::uint64_t bits_ = 0;
     unsigned k_ = 0;
     std::vector<std::uint64_t> words_;
+};
+
+// A filter with a seed other than 0, as Seed::random() gives.
+template <std::size_t BlockBytes>
+struct SeededBloom : tally::BloomFilter<BlockBytes> {
+    SeededBloom(std::size_t n, double p) : tally::BloomFilter<BlockBytes>(n, p, tally::Seed{0x9e3779b97f4a7c15ull}) {}
 };
 
 template <class F>
@@ -290,10 +298,14 @@ void register_all() {
             });
             benchmark::RegisterBenchmark(("BM_bloom_batch" + suffix).c_str(),
                                          [n, o](benchmark::State& st) { run_batch(st, n, o); });
-            if (!quick)
+            if (!quick) {
                 benchmark::RegisterBenchmark(("BM_bloom_scalar" + suffix).c_str(), [n, o](benchmark::State& st) {
                     run<tally::BloomFilter<>>(st, n, o, true);
                 });
+                benchmark::RegisterBenchmark(("BM_bloom_seeded" + suffix).c_str(), [n, o](benchmark::State& st) {
+                    run<SeededBloom<tally::cache_line_size>>(st, n, o);
+                });
+            }
             benchmark::RegisterBenchmark(("BM_line_probe_floor" + suffix).c_str(),
                                          [n, o](benchmark::State& st) { run_floor(st, n, o, false); });
             benchmark::RegisterBenchmark(("BM_hash_line_probe_floor" + suffix).c_str(),

@@ -133,7 +133,10 @@ class BloomFilter {
     /// Membership of a key by its 64-bit hash.
     [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept {
         if constexpr (has_k8_kernel) {
-            if (TALLY_LIKELY(k8_unseeded_)) return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
+            if (TALLY_LIKELY(k8_)) {
+                h = detail::bloom_rehash(h, seed_);
+                return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
+            }
             return contains_general(h);
         }
         return contains_block(h);
@@ -142,12 +145,14 @@ class BloomFilter {
   private:
     // k = 8 in a 32- or 64-byte block (the 1% and 0.1% layouts) on x86-64
     // has a kernel of its own with the salts as constants, inlined into the
-    // caller (AVX2 intrinsics with -mavx2, inline assembly otherwise). An
-    // unseeded filter with that layout runs it behind one flag test, which
-    // the compiler hoists out of a caller's loop; seeded filters and every
-    // other layout take the general path, out of line, so that the loop
-    // stays small enough for the compiler to keep the filter's fields in
-    // registers and to split it on that flag.
+    // caller (AVX2 intrinsics with -mavx2, inline assembly otherwise) behind
+    // one flag test, which the compiler hoists out of a caller's loop.
+    // Lookups remix a seeded key inline; adds test k8_unseeded_ instead, and
+    // a seeded filter's adds go out of line with the other layouts: with
+    // the seed test an add loop over hashed keys grew too large for the
+    // compiler to split on the flag (docs/bloom_filter.md). The general path
+    // is out of line so that the caller's loop stays small enough for the
+    // compiler to keep the filter's fields in registers.
     static constexpr bool has_k8_kernel = TALLY_BLOOM_AVX2 && (block_bits == 256 || block_bits == 512);
 
     TALLY_ALWAYS_INLINE static void add_k8(std::uint32_t* block, std::uint32_t x) noexcept {
@@ -515,7 +520,7 @@ class BloomFilter {
     double fpp_ = 0;
     bool simd_ = false;
     bool k8_ = false;           // simd_ and k = 8: the specialised per-key kernel
-    bool k8_unseeded_ = false;  // k8_ and seed 0: that kernel inline, one test per key
+    bool k8_unseeded_ = false;  // k8_ and seed 0: add_hash's inline kernel
 };
 
 namespace detail {
