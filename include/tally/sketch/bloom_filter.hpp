@@ -511,9 +511,12 @@ class BloomFilter {
     // after every key of a caller's loop; this type keeps it in a register.
     // It counts only calls made on this object (and the objects it was
     // copied from), so it cannot wrap: 2^64 calls take centuries.
+    // (Where unsigned long is 32 bits and std::uint64_t is unsigned long
+    // long, there is no other type and the count stays a std::uint64_t.)
     using SingleAddCount =
-        std::conditional_t<std::is_same_v<std::uint64_t, unsigned long>, unsigned long long, unsigned long>;
-    static_assert(sizeof(SingleAddCount) == 8 && !std::is_same_v<SingleAddCount, std::uint64_t>);
+        std::conditional_t<!std::is_same_v<std::uint64_t, unsigned long long>, unsigned long long,
+                           std::conditional_t<sizeof(unsigned long) == 8, unsigned long, std::uint64_t>>;
+    static_assert(sizeof(SingleAddCount) == 8);
     std::uint64_t total_ = 0;
     SingleAddCount single_adds_ = 0;
     std::uint64_t expected_items_ = 0;
