@@ -118,7 +118,7 @@ void BM_acquire_all_3(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
-void BM_three_calls_baseline(benchmark::State& state) {
+void BM_acquire_all_3_as_three_calls_baseline(benchmark::State& state) {
     tally::Gcra a(kQuota);
     tally::FixedWindowLimiter b(kQuota);
     tally::SlidingWindowLimiter<> c(kQuota);
@@ -156,7 +156,7 @@ BENCHMARK_TEMPLATE(BM_shared, tally::AtomicTokenBucket)
 BENCHMARK(BM_atomic_gcra_fixed_quota_baseline)->Threads(1)->Threads(2)->UseRealTime()->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_single, tally::DryRun<tally::Gcra>)->Name("BM_dry_run_gcra")->MinTime(kMinTime);
 BENCHMARK(BM_acquire_all_3)->MinTime(kMinTime);
-BENCHMARK(BM_three_calls_baseline)->MinTime(kMinTime);
+BENCHMARK(BM_acquire_all_3_as_three_calls_baseline)->MinTime(kMinTime);
 BENCHMARK(BM_mutex_token_bucket_baseline)->Threads(1)->Threads(2)->UseRealTime()->MinTime(kMinTime);
 
 BENCHMARK_MAIN();
