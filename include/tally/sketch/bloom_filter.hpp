@@ -487,8 +487,14 @@ class BloomFilter {
     void init(std::size_t nblocks, std::uint32_t k) {
         blocks_.assign(nblocks, Block{});
         layout_ = detail::BloomLayout<block_bits>::make(k);
-        simd_ = detail::bloom_simd_available<block_bits>();
-        k8_ = simd_ && k == 8;
+        select_kernels(detail::bloom_simd_available<block_bits>());
+    }
+
+    // The kernel flags, derived from the layout, the seed and whether the
+    // SIMD kernels may run; set together so that they cannot disagree.
+    void select_kernels(bool simd) noexcept {
+        simd_ = simd;
+        k8_ = simd && layout_.k == 8;
         k8_unseeded_ = k8_ && seed_ == 0;
     }
 
@@ -529,9 +535,7 @@ class BloomFilter {
 namespace detail {
 template <std::size_t BlockBytes>
 void bloom_force_scalar(BloomFilter<BlockBytes>& f, bool scalar) noexcept {
-    f.simd_ = !scalar && bloom_simd_available<BloomFilter<BlockBytes>::block_bits>();
-    f.k8_ = f.simd_ && f.layout_.k == 8;
-    f.k8_unseeded_ = f.k8_ && f.seed_ == 0;
+    f.select_kernels(!scalar && bloom_simd_available<BloomFilter<BlockBytes>::block_bits>());
 }
 }  // namespace detail
 
