@@ -19,7 +19,7 @@
 #include "../core/hash.hpp"
 #include "../core/platform.hpp"
 #include "../core/seed.hpp"
-#include "../detail/keyed_table.hpp"
+#include "detail/keyed_table.hpp"
 #include "../detail/primitives.hpp"
 #include "decision.hpp"
 #include "quota.hpp"

@@ -21,7 +21,7 @@
 
 #include "../core/hash.hpp"
 #include "../detail/primitives.hpp"
-#include "../detail/keyed_table.hpp"
+#include "../limit/detail/keyed_table.hpp"
 #include "client.hpp"
 #include "detail/fail_log.hpp"
 #include "options.hpp"

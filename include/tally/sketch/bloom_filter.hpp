@@ -19,7 +19,7 @@
 #include "../core/platform.hpp"
 #include "../core/seed.hpp"
 #include "../core/serialize.hpp"
-#include "../detail/bloom_kernels.hpp"
+#include "detail/bloom_kernels.hpp"
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 

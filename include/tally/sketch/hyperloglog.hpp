@@ -26,8 +26,8 @@
 #include "../core/hash.hpp"
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
-#include "../detail/hyperloglog_datasketches.hpp"
-#include "../detail/hyperloglog_redis.hpp"
+#include "detail/hyperloglog_datasketches.hpp"
+#include "detail/hyperloglog_redis.hpp"
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 

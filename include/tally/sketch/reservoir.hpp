@@ -21,7 +21,7 @@
 #include "../core/platform.hpp"
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
-#include "../detail/reservoir_random.hpp"
+#include "detail/reservoir_random.hpp"
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 

@@ -19,8 +19,8 @@
 #include "../core/platform.hpp"
 #include "../core/serialize.hpp"
 #include "../detail/primitives.hpp"
-#include "../detail/tdigest_scale.hpp"
-#include "../detail/tdigest_sort.hpp"
+#include "detail/tdigest_scale.hpp"
+#include "detail/tdigest_sort.hpp"
 #include "../detail/throw.hpp"
 
 TALLY_BEGIN_NAMESPACE

@@ -24,11 +24,11 @@
 #include "../core/platform.hpp"
 #include "../core/seed.hpp"
 #include "../core/serialize.hpp"
-#include "../detail/item_codec.hpp"
+#include "detail/item_codec.hpp"
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
-#include "../detail/top_k_group.hpp"
-#include "../detail/top_k_string.hpp"
+#include "detail/top_k_group.hpp"
+#include "detail/top_k_string.hpp"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TALLY_DETAIL_TOP_K_NOINLINE __attribute__((noinline))

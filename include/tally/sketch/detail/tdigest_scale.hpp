@@ -1,9 +1,9 @@
-// tally/detail/tdigest_scale.hpp: the scale function of tally::TDigest's
+// tally/sketch/detail/tdigest_scale.hpp: the scale function of tally::TDigest's
 // merge pass and the overflow-safe interpolation its queries use. Not for
 // direct use.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// tally/detail/keyed_table.hpp: the fixed-memory hash table behind
+// tally/limit/detail/keyed_table.hpp: the fixed-memory hash table behind
 // KeyedLimiter and ConcurrentKeyedLimiter (limit/keyed.hpp). docs/keyed.md
 // explains the guarantees; this header is the mechanism.
 //
@@ -24,7 +24,7 @@
 //   else refuse the newcomer and count a collision (no key is evicted).
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <atomic>
 #include <bit>
@@ -42,13 +42,13 @@
 #include <utility>
 #include <vector>
 
-#include "../core/hash.hpp"
-#include "../core/platform.hpp"
-#include "../core/seed.hpp"
-#include "../limit/decision.hpp"
-#include "../limit/quota.hpp"
-#include "primitives.hpp"
-#include "throw.hpp"
+#include "../../core/hash.hpp"
+#include "../../core/platform.hpp"
+#include "../../core/seed.hpp"
+#include "../decision.hpp"
+#include "../quota.hpp"
+#include "../../detail/primitives.hpp"
+#include "../../detail/throw.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {

@@ -1,4 +1,4 @@
-// tally/detail/hyperloglog_datasketches.hpp: the pieces of Apache
+// tally/sketch/detail/hyperloglog_datasketches.hpp: the pieces of Apache
 // DataSketches' HllSketch that tally::HyperLogLog needs: MurmurHash3 x64 128,
 // DataSketches' item byte conventions and coupon rule, and the serial-version-1
 // HllSketch image (LIST, SET and HLL modes; HLL_4, HLL_6, HLL_8 arrays).
@@ -12,7 +12,7 @@
 // All functions are pure and thread-safe.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <bit>
 #include <cmath>
@@ -25,10 +25,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "../core/hash.hpp"
-#include "../core/serialize.hpp"
-#include "primitives.hpp"
-#include "throw.hpp"
+#include "../../core/hash.hpp"
+#include "../../core/serialize.hpp"
+#include "../../detail/primitives.hpp"
+#include "../../detail/throw.hpp"
 
 TALLY_BEGIN_NAMESPACE
 

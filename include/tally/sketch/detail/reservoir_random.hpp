@@ -1,4 +1,4 @@
-// tally/detail/reservoir_random.hpp: the generator, the k check and the item
+// tally/sketch/detail/reservoir_random.hpp: the generator, the k check and the item
 // descriptor that Reservoir and WeightedReservoir share.
 //
 // ReservoirRng is xoshiro256** (Blackman & Vigna, "Scrambled linear
@@ -11,7 +11,7 @@
 // Not thread-safe: each reservoir owns one.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -22,9 +22,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "../core/serialize.hpp"
+#include "../../core/serialize.hpp"
 #include "item_codec.hpp"
-#include "primitives.hpp"
+#include "../../detail/primitives.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {

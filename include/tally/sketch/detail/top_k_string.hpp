@@ -1,4 +1,4 @@
-// tally/detail/top_k_string.hpp: how tally::TopK<std::string> holds a string
+// tally/sketch/detail/top_k_string.hpp: how tally::TopK<std::string> holds a string
 // of at most 16 bytes in its slot. Not for direct use.
 //
 // wyhash (include/tally/core/hash.hpp) reads a string of 4..16 bytes as four
@@ -10,14 +10,14 @@
 // (the same value as hash64), and the bytes are rebuilt from it when asked.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
 
-#include "../core/hash.hpp"
+#include "../../core/hash.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {

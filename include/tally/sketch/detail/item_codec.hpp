@@ -1,4 +1,4 @@
-// tally/detail/item_codec.hpp: how the summaries that store items (TopK,
+// tally/sketch/detail/item_codec.hpp: how the summaries that store items (TopK,
 // Reservoir, WeightedReservoir) write one item: little-endian, never the
 // machine's native byte order, so bytes written on any platform read on any
 // other.
@@ -12,7 +12,7 @@
 // Readers compare both bytes with their own T and refuse anything else.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <concepts>
 #include <cstddef>
@@ -22,7 +22,7 @@
 #include <string>
 #include <type_traits>
 
-#include "../core/serialize.hpp"
+#include "../../core/serialize.hpp"
 
 TALLY_BEGIN_NAMESPACE
 

@@ -1,4 +1,4 @@
-// tally/detail/hyperloglog_redis.hpp: the pieces of Redis's HyperLogLog format
+// tally/sketch/detail/hyperloglog_redis.hpp: the pieces of Redis's HyperLogLog format
 // that tally::HyperLogLog needs to read and write Redis 7 "HYLL" strings, and
 // MurmurHash64A, the hash Redis applies to PFADD elements.
 //
@@ -30,7 +30,7 @@
 // All functions are pure and thread-safe.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <cstddef>
 #include <cstdint>

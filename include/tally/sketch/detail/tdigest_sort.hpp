@@ -1,4 +1,4 @@
-// tally/detail/tdigest_sort.hpp: sorting the t-digest buffer.
+// tally/sketch/detail/tdigest_sort.hpp: sorting the t-digest buffer.
 //
 // Sorting the buffer is most of the cost of TDigest::add, so unit-weight
 // values are buffered as order-preserving 64-bit keys and sorted by an LSD
@@ -9,7 +9,7 @@
 // weights, and merges) are sorted by (mean, weight) with std::sort.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <algorithm>
 #include <bit>

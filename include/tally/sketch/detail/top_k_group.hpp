@@ -1,4 +1,4 @@
-// tally/detail/top_k_group.hpp: the 16-slot tag groups of tally::TopK's
+// tally/sketch/detail/top_k_group.hpp: the 16-slot tag groups of tally::TopK's
 // table (SSE2, and a portable SWAR path). Not for direct use.
 //
 // Every slot has a one-byte tag: 0x80 when the slot is empty, else 7 bits of
@@ -12,7 +12,7 @@
 // TALLY_NO_SIMD.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <bit>
 #include <cstddef>

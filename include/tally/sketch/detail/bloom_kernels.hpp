@@ -1,4 +1,4 @@
-// tally/detail/bloom_kernels.hpp: the per-key kernels of tally::BloomFilter
+// tally/sketch/detail/bloom_kernels.hpp: the per-key kernels of tally::BloomFilter
 // (scalar, AVX2, NEON) and the exact sizing formula. Not for direct use.
 //
 // A block of W bits is held as W/32 32-bit words ("slots"). The filter's k
@@ -16,7 +16,7 @@
 // which tests/test_bloom_filter.cpp checks for every k.
 #pragma once
 
-#include "abi.hpp"
+#include "../../detail/abi.hpp"
 
 #include <bit>
 #include <cmath>
@@ -24,9 +24,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "../core/hash.hpp"
-#include "../core/platform.hpp"
-#include "primitives.hpp"
+#include "../../core/hash.hpp"
+#include "../../core/platform.hpp"
+#include "../../detail/primitives.hpp"
 
 #if !defined(TALLY_NO_SIMD)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
