@@ -67,6 +67,9 @@ enum class Family : std::uint8_t {
     weighted_reservoir = 7,
     tdigest = 8,
     windowed = 9,  ///< Windowed<S>: a ring of nested S frames
+    kll = 10,
+    theta = 11,
+    ultraloglog = 12,
 };
 
 inline constexpr std::uint8_t frame_magic[4] = {'T', 'A', 'L', 'Y'};
