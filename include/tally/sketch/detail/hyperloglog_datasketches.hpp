@@ -27,6 +27,7 @@
 #include "../../core/serialize.hpp"
 #include "../../detail/primitives.hpp"
 #include "../../detail/throw.hpp"
+#include "datasketches_hash.hpp"
 #include "murmur3.hpp"
 
 TALLY_BEGIN_NAMESPACE
@@ -43,7 +44,6 @@ TALLY_END_NAMESPACE
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-inline constexpr std::uint64_t ds_hll_seed = 9001;
 inline constexpr int ds_hll_max_rank = 63;  // min(leading zeros, 62) + 1
 
 /// DataSketches' register value for the second hash half: min(clz, 62) + 1.
@@ -55,55 +55,6 @@ TALLY_ALWAYS_INLINE std::uint8_t ds_hll_rank(std::uint64_t h2) noexcept {
 /// 2^-k for k in 0..63, exact.
 inline double ds_inv_pow2(int k) noexcept {
     return std::bit_cast<double>(static_cast<std::uint64_t>(1023 - k) << 52);
-}
-
-TALLY_ALWAYS_INLINE Hash128 ds_hash_bytes(const void* data, std::size_t len) noexcept {
-    return murmur3_x64_128_fast(data, len, ds_hll_seed);
-}
-
-/// MurmurHash3_x64_128 (seed 9001) of the 8 little-endian bytes of v.
-TALLY_ALWAYS_INLINE Hash128 ds_hash_i64(std::int64_t v) noexcept {
-    return murmur3_x64_128_u64(static_cast<std::uint64_t>(v), ds_hll_seed);
-}
-
-inline Hash128 ds_hash_double(double d) noexcept {
-    std::uint64_t bits = std::bit_cast<std::uint64_t>(d == 0.0 ? 0.0 : d);  // -0.0 as 0.0
-    if (d != d) bits = 0x7ff8000000000000ull;                               // Java's canonical NaN
-    return ds_hash_i64(static_cast<std::int64_t>(bits));
-}
-
-/// Hashes `item` as DataSketches' HllSketch::update overloads do. Returns
-/// false for the items update() ignores (empty strings, null pointers).
-template <class T>
-TALLY_ALWAYS_INLINE bool ds_hll_hash_item(const T& item, Hash128& out) noexcept {
-    using D = std::decay_t<T>;
-    if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
-        const char* s = item;
-        if (s == nullptr || *s == '\0') return false;
-        out = ds_hash_bytes(s, std::strlen(s));
-    } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
-        const std::string_view s = item;
-        if (s.empty()) return false;
-        out = ds_hash_bytes(s.data(), s.size());
-    } else if constexpr (std::is_same_v<D, std::span<const std::byte>> || std::is_same_v<D, std::span<std::byte>> ||
-                         std::is_same_v<D, std::span<const unsigned char>>) {
-        if (item.data() == nullptr) return false;
-        out = ds_hash_bytes(item.data(), item.size());
-    } else if constexpr (std::is_same_v<D, bool>) {
-        out = ds_hash_i64(item ? 1 : 0);
-    } else if constexpr (std::is_integral_v<D>) {
-        // 64-bit values as they are; narrower ones through their signed type,
-        // sign-extended (DataSketches casts uint32_t to int32_t first).
-        if constexpr (sizeof(D) == 8)
-            out = ds_hash_i64(static_cast<std::int64_t>(item));
-        else
-            out = ds_hash_i64(static_cast<std::int64_t>(static_cast<std::make_signed_t<D>>(item)));
-    } else if constexpr (std::is_floating_point_v<D>) {
-        out = ds_hash_double(static_cast<double>(item));
-    } else {
-        out = ds_hash_i64(static_cast<std::int64_t>(hash_of(item)));
-    }
-    return true;
 }
 
 // ---- the HllSketch image --------------------------------------------------
