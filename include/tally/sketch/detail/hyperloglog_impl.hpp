@@ -1,0 +1,704 @@
+// tally/sketch/detail/hyperloglog_impl.hpp: the member definitions of
+// tally::HyperLogLog, declared in tally/sketch/hyperloglog.hpp (which includes
+// this file after the class; include that header, not this one).
+#pragma once
+
+#include "../../detail/abi.hpp"
+
+TALLY_BEGIN_NAMESPACE
+
+// ---- construction ----------------------------------------------------------
+
+inline HyperLogLog::HyperLogLog(int precision, HashMode mode)
+    : p_(check_precision(precision, "tally::HyperLogLog::HyperLogLog")), mode_(mode) {
+    reset_state();
+}
+
+inline HyperLogLog::HyperLogLog(const HyperLogLog& other) : p_(other.p_), mode_(other.mode_) { copy_from(other); }
+
+inline HyperLogLog::HyperLogLog(HyperLogLog&& other) noexcept : p_(other.p_), mode_(other.mode_) { move_from(other); }
+
+inline HyperLogLog& HyperLogLog::operator=(const HyperLogLog& other) {
+    if (this != &other) {
+        HyperLogLog copy(other);
+        *this = std::move(copy);
+    }
+    return *this;
+}
+
+inline HyperLogLog& HyperLogLog::operator=(HyperLogLog&& other) noexcept {
+    if (this != &other) {
+        p_ = other.p_;
+        mode_ = other.mode_;
+        move_from(other);
+    }
+    return *this;
+}
+
+// ---- adding ----------------------------------------------------------------
+
+template <class T>
+    requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
+TALLY_ALWAYS_INLINE void HyperLogLog::add(const T& item) noexcept {
+    // Each mode's path is inlined whole, so the mode is tested once per
+    // item; redis's decimal text for integers stays out of line.
+    if (TALLY_LIKELY(mode_ == HashMode::tally)) {
+        if constexpr (Hashable<std::decay_t<T>>) {
+            add_hash(hash_of(item));
+        } else {
+            const std::string_view s = item;
+            add_hash(hash64(s.data(), s.size()));
+        }
+    } else if (TALLY_LIKELY(mode_ == HashMode::datasketches)) {
+        detail::Hash128 h;
+        if (!detail::ds_hll_hash_item(item, h)) return;
+        ++total_;
+        update_register_low_bits(h.h1, detail::ds_hll_rank(h.h2));
+    } else {
+        add_redis(item);
+    }
+}
+
+TALLY_ALWAYS_INLINE void HyperLogLog::add_hash(std::uint64_t hash) noexcept {
+    ++total_;
+    std::size_t index;
+    std::uint8_t rank;
+    if (TALLY_LIKELY(mode_ == HashMode::tally)) {
+        index = static_cast<std::size_t>(hash >> (64 - p_));
+        // The low p bits are shifted-in zeros; bit p - 1 caps the count at 64 - p.
+        rank = static_cast<std::uint8_t>(std::countl_zero((hash << p_) | (std::uint64_t{1} << (p_ - 1))) + 1);
+    } else if (mode_ == HashMode::redis) {
+        index = static_cast<std::size_t>(hash & (register_count() - 1));
+        rank = static_cast<std::uint8_t>(std::countr_zero((hash >> p_) | (std::uint64_t{1} << (64 - p_))) + 1);
+    } else {
+        index = static_cast<std::size_t>(hash & (register_count() - 1));
+        rank = detail::ds_hll_rank(hash);
+    }
+    update_register(index, rank);
+}
+
+inline void HyperLogLog::clear() noexcept {
+    std::fill(registers_.begin(), registers_.end(), std::uint8_t{0});
+    sparse_.clear();
+    regs_state_.store(lazy_ready, std::memory_order_relaxed);
+    reset_state();
+}
+
+// ---- queries ---------------------------------------------------------------
+
+inline double HyperLogLog::ertl_estimate() const noexcept {
+    ensure_histogram();
+    const std::uint32_t* c = hist_;
+    const int q = max_rank(p_, mode_) - 1;
+    const double m = static_cast<double>(register_count());
+    // Same operation order as Redis's hllCount, so that rounding this
+    // value reproduces PFCOUNT bit for bit.
+    double z = m * detail::hll_tau((m - c[q + 1]) / m);
+    int top = q;
+    if (z == 0.0)  // 0 + 0 halved stays exactly 0: skip the empty top of the histogram
+        while (top >= 1 && c[top] == 0) --top;
+    for (int k = top; k >= 1; --k) {
+        z += c[k];
+        z *= 0.5;
+    }
+    z += m * detail::hll_sigma(c[0] / m);
+    return alpha_inf * m * m / z;
+}
+
+inline double HyperLogLog::relative_standard_error() const noexcept {
+    const double factor = hip_valid_ ? 0.8325546111576977 : 1.04;
+    return factor / std::sqrt(static_cast<double>(register_count()));
+}
+
+inline std::span<const std::uint8_t> HyperLogLog::registers() const noexcept {
+    ensure_registers();
+    return registers_.empty() ? std::span<const std::uint8_t>(detail::hll_zero_registers, register_count())
+                              : std::span<const std::uint8_t>(registers_);
+}
+
+inline std::uint32_t HyperLogLog::registers_equal_to(int k) const noexcept {
+    if (k < 0 || k >= 64) return 0;
+    ensure_histogram();
+    return hist_[k];
+}
+
+inline bool HyperLogLog::empty() const noexcept {
+    // A pending histogram only follows a merge of two non-empty sketches.
+    return hist_state_.load(std::memory_order_acquire) == lazy_ready && hist_[0] == register_count();
+}
+
+inline std::size_t HyperLogLog::memory_bytes() const noexcept {
+    return sizeof(*this) + registers_.capacity() + sparse_.capacity() * sizeof(std::uint32_t);
+}
+
+inline bool HyperLogLog::same_registers(const HyperLogLog& other) const noexcept {
+    if (p_ != other.p_ || mode_ != other.mode_) return false;
+    const auto ra = registers();
+    const auto rb = other.registers();
+    return std::equal(ra.begin(), ra.end(), rb.begin());
+}
+
+// ---- merging ---------------------------------------------------------------
+
+inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
+    if (p_ != other.p_)
+        detail::throw_invalid_argument("tally::HyperLogLog::merge: precision " + std::to_string(other.p_) +
+                                       " does not match " + std::to_string(p_) +
+                                       " (fold the larger one with reduce())");
+    if (mode_ != other.mode_)
+        detail::throw_invalid_argument(std::string("tally::HyperLogLog::merge: hash mode ") +
+                                       mode_name(other.mode_) + " does not match " + mode_name(mode_));
+    if (this == &other) {
+        total_ = detail::sat_add(total_, total_);
+        return *this;
+    }
+    const std::uint64_t total = detail::sat_add(total_, other.total_);
+    if (other.empty()) {
+        total_ = total;
+        return *this;
+    }
+    if (empty()) {
+        *this = other;
+        total_ = total;
+        return *this;
+    }
+    make_registers();
+    other.ensure_registers();
+    std::uint8_t* a = registers_.data();
+    const std::uint8_t* b = other.registers_.data();
+    const std::size_t m = registers_.size();
+    for (std::size_t i = 0; i < m; ++i) a[i] = a[i] < b[i] ? b[i] : a[i];  // vectorizes
+    // The histogram is rebuilt once, by the first query that needs it
+    // (merging many sketches costs one rebuild, not one per merge).
+    hist_state_.store(lazy_pending, std::memory_order_relaxed);
+    hip_valid_ = false;
+    total_ = total;
+    return *this;
+}
+
+inline HyperLogLog HyperLogLog::reduce(int precision) const {
+    detail::check_range("tally::HyperLogLog::reduce", "precision", precision, min_precision, p_);
+    HyperLogLog out(precision, mode_);
+    out.total_ = total_;
+    if (empty()) return out;
+    ensure_registers();
+    out.allocate();
+    const int k = p_ - precision;
+    const std::size_t low_mask = (std::size_t{1} << k) - 1;
+    const std::size_t out_mask = out.registers_.size() - 1;
+    for (std::size_t i = 0; i < registers_.size(); ++i) {
+        const std::uint8_t r = registers_[i];
+        if (r == 0) continue;
+        std::size_t target;
+        int rank;
+        if (mode_ == HashMode::tally) {
+            target = i >> k;
+            const std::size_t dropped = i & low_mask;  // the top k bits of the new remainder
+            rank = dropped != 0 ? k - static_cast<int>(std::bit_width(dropped)) + 1 : k + r;
+        } else if (mode_ == HashMode::redis) {
+            target = i & out_mask;
+            const std::size_t dropped = i >> precision;  // the low k bits of the new remainder
+            rank = dropped != 0 ? std::countr_zero(dropped) + 1 : k + r;
+        } else {
+            target = i & out_mask;  // the rank comes from the other half of the hash
+            rank = r;
+        }
+        std::uint8_t& reg = out.registers_[target];
+        if (rank > reg) reg = static_cast<std::uint8_t>(rank);
+    }
+    out.rebuild_from_registers();
+    out.hip_valid_ = false;
+    return out;
+}
+
+// ---- tally serialization ---------------------------------------------------
+
+inline std::vector<std::byte> HyperLogLog::serialize() const {
+    const std::size_t m = register_count();
+    const std::size_t dense_bytes = m * 6 / 8;
+    // Registers still held as a decoded sparse list are written from it,
+    // without materializing the 2^p array (the list is immutable while pending).
+    const bool from_list = regs_state_.load(std::memory_order_acquire) != lazy_ready;
+    const std::span<const std::uint8_t> regs = from_list ? std::span<const std::uint8_t>() : registers();
+    // Calls f(index, value) for every non-zero register in index order.
+    const auto for_each_nonzero = [&](auto&& f) {
+        if (from_list) {
+            for (const std::uint32_t e : sparse_) f(std::size_t{e >> 8}, static_cast<std::uint8_t>(e & 0xff));
+        } else if (!empty()) {
+            for (std::size_t i = 0; i < m; ++i)
+                if (regs[i] != 0) f(i, regs[i]);
+        }
+    };
+    // Size of the sparse form, computed first so we write only the shorter.
+    std::size_t nonzero = 0;
+    std::size_t sparse_bytes = 0;
+    std::size_t prev = 0;
+    for_each_nonzero([&](std::size_t i, std::uint8_t) {
+        const std::size_t gap = nonzero == 0 ? i : i - prev - 1;
+        sparse_bytes += varint_size(gap) + 1;
+        prev = i;
+        ++nonzero;
+    });
+    sparse_bytes += varint_size(nonzero);
+    const bool sparse = sparse_bytes < dense_bytes;
+
+    ByteWriter w(frame_header_size + 12 + (hip_valid_ ? 24 : 0) + (sparse ? sparse_bytes : dense_bytes));
+    w.header(Family::hyperloglog, format_version);
+    w.u8(static_cast<std::uint8_t>(p_));
+    w.u8(static_cast<std::uint8_t>(mode_));
+    w.u8(sparse ? 1 : 0);
+    w.u8(hip_valid_ ? 1 : 0);
+    w.u64(total_);
+    if (hip_valid_) {
+        w.f64(hip_);
+        w.f64(kxq0_);
+        w.f64(kxq1_);
+    }
+    if (sparse) {
+        w.varint(nonzero);
+        std::size_t n = 0;
+        for_each_nonzero([&](std::size_t i, std::uint8_t v) {
+            w.varint(n == 0 ? i : i - prev - 1);
+            w.u8(v);
+            prev = i;
+            ++n;
+        });
+    } else {
+        std::vector<unsigned char> packed(dense_bytes, 0);
+        detail::pack6(registers().data(), m, packed.data());
+        w.bytes(packed.data(), packed.size());
+    }
+    return w.take();
+}
+
+inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
+    ByteReader r(bytes);
+    const std::uint8_t version = r.header(Family::hyperloglog, format_version);
+    const int p = r.u8();
+    if (p < min_precision || p > max_precision)
+        detail::throw_format_error(
+            detail::out_of_range_message("tally::HyperLogLog::deserialize", "precision", p, 4, 18));
+    const std::uint8_t mode = r.u8();
+    format_check(mode <= 2 && (version >= 2 || mode <= 1), "HyperLogLog: unknown hash mode");
+    const std::uint8_t encoding = r.u8();
+    format_check(encoding <= 1, "HyperLogLog: unknown register encoding");
+    bool hip = false;
+    std::uint64_t total = 0;
+    double hip_value = 0, kxq0 = 0, kxq1 = 0;
+    if (version >= 2) {
+        const std::uint8_t flags = r.u8();
+        format_check(flags <= 1, "HyperLogLog: unknown flags");
+        hip = flags == 1;
+        total = r.u64();
+        if (hip) {
+            hip_value = r.f64();
+            kxq0 = r.f64();
+            kxq1 = r.f64();
+        }
+    }
+    const std::size_t m = std::size_t{1} << p;
+    const std::uint8_t top = static_cast<std::uint8_t>(max_rank(p, static_cast<HashMode>(mode)));
+    HyperLogLog out(p, static_cast<HashMode>(mode));
+    // The whole frame is validated before anything is allocated; a sparse
+    // frame keeps its (index, value) list, whose size the input bounds, and
+    // the 2^p registers are built on first use (add, merge, dense export).
+    if (encoding == 0) {
+        const auto packed = r.bytes(m * 6 / 8);
+        r.expect_end();
+        out.allocate();
+        detail::unpack6(reinterpret_cast<const unsigned char*>(packed.data()), m, out.registers_.data());
+        for (const std::uint8_t v : out.registers_)
+            format_check(v <= top, "HyperLogLog: register value exceeds the maximum rank");
+        out.rebuild_from_registers();
+    } else {
+        const std::uint64_t k = r.count(r.varint(), 2, m, "HyperLogLog non-zero register");
+        const ByteReader entries = r;
+        std::uint32_t hist[64] = {};
+        std::size_t next = 0;  // smallest index the next entry may take
+        for (std::uint64_t j = 0; j < k; ++j) {
+            const std::uint64_t gap = r.varint();
+            format_check(gap < m - next, "HyperLogLog: sparse register index out of range");
+            const std::size_t index = next + static_cast<std::size_t>(gap);
+            const std::uint8_t v = r.u8();
+            format_check(v >= 1 && v <= top, "HyperLogLog: sparse register value out of range");
+            ++hist[v];
+            next = index + 1;
+        }
+        r.expect_end();
+        if (k != 0) {
+            ByteReader again = entries;
+            out.sparse_.reserve(static_cast<std::size_t>(k));
+            next = 0;
+            for (std::uint64_t j = 0; j < k; ++j) {
+                const std::size_t index = next + static_cast<std::size_t>(again.varint());
+                out.sparse_.push_back(static_cast<std::uint32_t>(index << 8) | again.u8());
+                next = index + 1;
+            }
+            out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
+        }
+        hist[0] = static_cast<std::uint32_t>(m - k);
+        out.set_histogram(hist);
+    }
+    out.total_ = total;
+    out.hip_valid_ = hip;
+    if (hip) {
+        // The stored kxq must be the registers' sum of 2^-r (up to rounding of
+        // its incremental updates), and the HIP estimate finite and >= 0.
+        const double sum = out.kxq0_ + out.kxq1_;
+        format_check(std::isfinite(hip_value) && hip_value >= 0 && std::isfinite(kxq0) && std::isfinite(kxq1) &&
+                         std::abs((kxq0 + kxq1) - sum) <= 1e-9 * sum,
+                     "HyperLogLog: HIP state does not match the registers");
+        format_check(!out.empty() || hip_value == 0, "HyperLogLog: HIP estimate of an empty sketch is not 0");
+        out.hip_ = hip_value;
+        out.kxq0_ = kxq0;
+        out.kxq1_ = kxq1;
+    }
+    return out;
+}
+
+// ---- Redis interop ---------------------------------------------------------
+
+inline std::string HyperLogLog::to_redis() const {
+    if (p_ != redis_precision)
+        detail::throw_invalid_argument("tally::HyperLogLog::to_redis: precision " + std::to_string(p_) +
+                                       " is not Redis's 14 (reduce() a larger sketch to 14 first)");
+    std::string s(detail::redis_hll_dense_size, '\0');
+    std::memcpy(s.data(), "HYLL", 4);
+    s[4] = static_cast<char>(detail::redis_hll_dense);
+    s[15] = static_cast<char>(0x80);  // card[7] bit 7: cached cardinality invalid
+    detail::pack6(registers().data(), register_count(),
+                  reinterpret_cast<unsigned char*>(s.data()) + detail::redis_hll_header);
+    return s;
+}
+
+inline HyperLogLog HyperLogLog::from_redis(std::string_view s) {
+    using namespace detail;
+    if (s.size() < redis_hll_header)
+        throw_format_error("tally::HyperLogLog::from_redis: truncated header (" + std::to_string(s.size()) +
+                           " bytes, need 16)");
+    if (std::memcmp(s.data(), "HYLL", 4) != 0)
+        throw_format_error("tally::HyperLogLog::from_redis: bad magic (expected \"HYLL\")");
+    const auto encoding = static_cast<std::uint8_t>(s[4]);
+    HyperLogLog out = redis_compatible();
+    const std::size_t m = out.register_count();
+    const std::uint8_t top = 64 - redis_hll_p + 1;
+    const auto* in = reinterpret_cast<const unsigned char*>(s.data());
+    if (encoding == redis_hll_dense) {
+        if (s.size() != redis_hll_dense_size)
+            throw_format_error("tally::HyperLogLog::from_redis: dense string is " + std::to_string(s.size()) +
+                               " bytes, not 12304");
+        out.allocate();
+        unpack6(in + redis_hll_header, m, out.registers_.data());
+        for (const std::uint8_t v : out.registers_)
+            if (v > top)
+                throw_format_error("tally::HyperLogLog::from_redis: register value " + std::to_string(v) +
+                                   " exceeds 51");
+    } else if (encoding == redis_hll_sparse) {
+        std::size_t index = 0;
+        for (std::size_t pos = redis_hll_header; pos < s.size();) {
+            const unsigned char op = in[pos];
+            std::size_t run;
+            std::uint8_t value = 0;
+            if ((op & 0xc0) == 0x00) {  // ZERO
+                run = (op & 0x3fu) + 1;
+                pos += 1;
+            } else if ((op & 0xc0) == 0x40) {  // XZERO
+                if (pos + 1 >= s.size())
+                    throw_format_error("tally::HyperLogLog::from_redis: truncated XZERO opcode");
+                run = ((static_cast<std::size_t>(op & 0x3fu) << 8) | in[pos + 1]) + 1;
+                pos += 2;
+            } else {  // VAL
+                value = static_cast<std::uint8_t>(((op >> 2) & 0x1fu) + 1);
+                run = (op & 0x3u) + 1;
+                pos += 1;
+            }
+            if (run > m - index)
+                throw_format_error("tally::HyperLogLog::from_redis: sparse runs overflow 16384 registers");
+            if (value != 0) {
+                out.allocate();
+                std::fill_n(out.registers_.begin() + static_cast<std::ptrdiff_t>(index), run, value);
+            }
+            index += run;
+        }
+        if (index != m)
+            throw_format_error("tally::HyperLogLog::from_redis: sparse runs cover " + std::to_string(index) +
+                               " registers, not 16384 (truncated)");
+    } else {
+        throw_format_error("tally::HyperLogLog::from_redis: bad encoding " + std::to_string(encoding) +
+                           " (expected 0 dense or 1 sparse)");
+    }
+    out.rebuild_from_registers();
+    out.hip_valid_ = out.empty();
+    return out;
+}
+
+template <class T>
+    requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
+inline std::uint64_t HyperLogLog::redis_hash_of(const T& item) noexcept {
+    using D = std::decay_t<T>;
+    if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
+        const char* s = item;
+        return s == nullptr ? detail::redis_hll_hash({}) : detail::redis_hll_hash(std::string_view(s));
+    } else if constexpr (detail::HllByteString<T>) {
+        return detail::redis_hll_hash(std::string_view(item));
+    } else if constexpr (std::is_same_v<D, std::span<const std::byte>> ||
+                         std::is_same_v<D, std::span<std::byte>> ||
+                         std::is_same_v<D, std::span<const unsigned char>>) {
+        return detail::murmur64a(item.data(), item.size(), detail::redis_hll_seed);
+    } else if constexpr (std::is_same_v<D, bool>) {
+        return detail::redis_hll_hash(item ? "1" : "0");
+    } else if constexpr (std::is_integral_v<D>) {
+        char buf[24];
+        const auto res = std::to_chars(buf, buf + sizeof buf, item);
+        return detail::murmur64a(buf, static_cast<std::size_t>(res.ptr - buf), detail::redis_hll_seed);
+    } else {
+        return hash_of(item);
+    }
+}
+
+// ---- Apache DataSketches interop -------------------------------------------
+
+inline std::vector<std::byte> HyperLogLog::to_datasketches(DataSketchesHll type) const {
+    detail::DsHllState st;
+    st.lg_k = p_;
+    st.registers = registers();
+    ensure_histogram();
+    st.empty = empty();
+    st.out_of_order = !hip_valid_;
+    st.hip = hip_valid_ ? hip_ : 0.0;
+    st.kxq0 = kxq0_;
+    st.kxq1 = kxq1_;
+    st.zeros = hist_[0];
+    return detail::ds_hll_encode(st, type);
+}
+
+inline HyperLogLog HyperLogLog::from_datasketches(std::span<const std::byte> bytes) {
+    detail::DsHllImage img = detail::ds_hll_decode(bytes, min_precision, max_precision);
+    HyperLogLog out(img.lg_k, HashMode::datasketches);
+    if (img.mode == detail::DsHllMode::hll) {
+        if (!img.registers.empty()) {
+            out.registers_ = std::move(img.registers);
+            out.rebuild_from_registers();
+        }
+        out.hip_valid_ = !img.out_of_order || out.empty();
+        if (!img.out_of_order) {
+            out.hip_ = img.hip;
+            out.kxq0_ = img.kxq0;
+            out.kxq1_ = img.kxq1;
+        }
+    } else {
+        // Replayed into a sparse list (its size bounded by the input), not
+        // the 2^lg_k registers, which are built on first use.
+        std::unordered_map<std::uint32_t, std::uint8_t> seen;
+        seen.reserve(img.coupons.size());
+        for (const std::uint32_t c : img.coupons) {
+            const auto index = static_cast<std::uint32_t>(c & (out.register_count() - 1));
+            const auto rank = static_cast<std::uint8_t>(c >> 26);
+            std::uint8_t& reg = seen[index];
+            if (rank > reg) {
+                out.raise(reg, rank);
+                reg = rank;
+            }
+        }
+        for (const auto& [index, value] : seen)
+            if (value != 0) out.sparse_.push_back((index << 8) | value);
+        std::sort(out.sparse_.begin(), out.sparse_.end());
+        if (!out.sparse_.empty()) out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
+        out.hip_valid_ = !img.out_of_order || out.empty();
+    }
+    return out;
+}
+
+// ---- private ---------------------------------------------------------------
+
+inline int HyperLogLog::check_precision(int precision, const char* who) {
+    detail::check_range(who, "precision", precision, min_precision, max_precision);
+    return precision;
+}
+
+inline const char* HyperLogLog::mode_name(HashMode mode) noexcept {
+    return mode == HashMode::tally ? "tally" : mode == HashMode::redis ? "redis" : "datasketches";
+}
+
+inline std::size_t HyperLogLog::varint_size(std::size_t v) noexcept {
+    std::size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        ++n;
+    }
+    return n;
+}
+
+template <class F>
+inline void HyperLogLog::run_lazy(std::atomic<std::uint8_t>& state, F make) noexcept {
+    for (;;) {
+        std::uint8_t s = state.load(std::memory_order_acquire);
+        if (s == lazy_ready) return;
+        if (s == lazy_pending &&
+            state.compare_exchange_weak(s, lazy_busy, std::memory_order_acquire, std::memory_order_relaxed)) {
+            make();
+            state.store(lazy_ready, std::memory_order_release);
+            return;
+        }
+        std::this_thread::yield();
+    }
+}
+
+inline void HyperLogLog::ensure_registers() const noexcept {
+    if (TALLY_LIKELY(regs_state_.load(std::memory_order_acquire) == lazy_ready)) return;
+    run_lazy(regs_state_, [this] {
+        registers_.assign(register_count(), 0);
+        for (const std::uint32_t e : sparse_) registers_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
+    });
+}
+
+inline void HyperLogLog::ensure_histogram() const noexcept {
+    if (TALLY_LIKELY(hist_state_.load(std::memory_order_acquire) == lazy_ready)) return;
+    ensure_registers();
+    run_lazy(hist_state_, [this] { rebuild_from_registers(); });
+}
+
+inline void HyperLogLog::make_registers() {
+    if (regs_state_.load(std::memory_order_relaxed) != lazy_ready) ensure_registers();
+    if (!sparse_.empty()) std::vector<std::uint32_t>().swap(sparse_);
+    allocate();
+}
+
+inline void HyperLogLog::set_histogram(const std::uint32_t (&h)[64]) noexcept {
+    set_histogram_values(h);
+    hist_state_.store(lazy_ready, std::memory_order_relaxed);
+}
+
+inline void HyperLogLog::set_histogram_values(const std::uint32_t (&h)[64]) const noexcept {
+    kxq0_ = 0;
+    kxq1_ = 0;
+    for (int k = 0; k < 64; ++k) {
+        hist_[k] = h[k];
+        if (k < 32)
+            kxq0_ += h[k] * detail::ds_inv_pow2(k);
+        else
+            kxq1_ += h[k] * detail::ds_inv_pow2(k);
+    }
+}
+
+inline void HyperLogLog::copy_from(const HyperLogLog& o) {
+    hip_valid_ = o.hip_valid_;
+    hip_ = o.hip_;
+    total_ = o.total_;
+    // The registers are stable unless pending; a pending list is never
+    // modified by const members, so no claim is needed.
+    if (o.regs_state_.load(std::memory_order_acquire) == lazy_ready) {
+        registers_ = o.registers_;
+        regs_state_.store(lazy_ready, std::memory_order_relaxed);
+    } else {
+        sparse_ = o.sparse_;
+        regs_state_.store(lazy_pending, std::memory_order_relaxed);
+    }
+    // A histogram being rebuilt elsewhere is simply rebuilt again here.
+    if (o.hist_state_.load(std::memory_order_acquire) == lazy_ready) {
+        std::copy(std::begin(o.hist_), std::end(o.hist_), std::begin(hist_));
+        kxq0_ = o.kxq0_;
+        kxq1_ = o.kxq1_;
+        hist_state_.store(lazy_ready, std::memory_order_relaxed);
+    } else {
+        hist_state_.store(lazy_pending, std::memory_order_relaxed);
+    }
+}
+
+inline void HyperLogLog::move_from(HyperLogLog& o) noexcept {
+    hip_valid_ = o.hip_valid_;
+    hip_ = o.hip_;
+    total_ = o.total_;
+    registers_ = std::move(o.registers_);
+    sparse_ = std::move(o.sparse_);
+    regs_state_.store(o.regs_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    std::copy(std::begin(o.hist_), std::end(o.hist_), std::begin(hist_));
+    kxq0_ = o.kxq0_;
+    kxq1_ = o.kxq1_;
+    hist_state_.store(o.hist_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    // The moved-from sketch is the empty sketch of its precision.
+    o.registers_.clear();
+    o.sparse_.clear();
+    o.regs_state_.store(lazy_ready, std::memory_order_relaxed);
+    o.reset_state();
+}
+
+inline void HyperLogLog::reset_state() noexcept {
+    std::fill(std::begin(hist_), std::end(hist_), 0u);
+    hist_[0] = static_cast<std::uint32_t>(register_count());
+    hip_valid_ = true;
+    hip_ = 0.0;
+    kxq0_ = static_cast<double>(register_count());
+    kxq1_ = 0.0;
+    total_ = 0;
+    hist_state_.store(lazy_ready, std::memory_order_relaxed);
+}
+
+inline void HyperLogLog::allocate() {
+    if (registers_.empty()) registers_.assign(register_count(), 0);
+}
+
+TALLY_ALWAYS_INLINE void HyperLogLog::update_register_low_bits(std::uint64_t hash, std::uint8_t rank) noexcept {
+    if (TALLY_UNLIKELY(registers_.empty())) make_registers();
+    std::uint8_t& reg = registers_[static_cast<std::size_t>(hash) & (registers_.size() - 1)];
+    if (rank > reg) {
+        if (TALLY_LIKELY(hist_state_.load(std::memory_order_relaxed) == lazy_ready)) raise(reg, rank);
+        reg = rank;
+    }
+}
+
+TALLY_ALWAYS_INLINE void HyperLogLog::update_register(std::size_t index, std::uint8_t rank) noexcept {
+    if (TALLY_UNLIKELY(registers_.empty())) make_registers();
+    std::uint8_t& reg = registers_[index];
+    if (rank > reg) {
+        // After a merge (no HIP) the histogram is rebuilt when queried.
+        if (TALLY_LIKELY(hist_state_.load(std::memory_order_relaxed) == lazy_ready)) raise(reg, rank);
+        reg = rank;
+    }
+}
+
+// The HIP increment is 1 / (the probability that the next distinct item
+// changes some register) = m / sum_j 2^-R_j, taken before the change; then the
+// histogram and the two-part sum (values < 32 and >= 32, as DataSketches keeps
+// it, so that an imported HIP state continues exactly) follow.
+
+inline void HyperLogLog::raise(std::uint8_t from, std::uint8_t to) noexcept {
+    if (hip_valid_) hip_ += static_cast<double>(register_count()) / (kxq0_ + kxq1_);
+    --hist_[from];
+    ++hist_[to];
+    if (from < 32)
+        kxq0_ -= detail::ds_inv_pow2(from);
+    else
+        kxq1_ -= detail::ds_inv_pow2(from);
+    if (to < 32)
+        kxq0_ += detail::ds_inv_pow2(to);
+    else
+        kxq1_ += detail::ds_inv_pow2(to);
+}
+
+inline void HyperLogLog::rebuild_from_registers() const noexcept {
+    std::uint32_t h[4][64] = {};
+    const std::uint8_t* r = registers_.empty() ? detail::hll_zero_registers : registers_.data();
+    const std::size_t m = register_count();  // a multiple of 16
+    for (std::size_t i = 0; i < m; i += 8) {
+        std::uint64_t word;
+        std::memcpy(&word, r + i, 8);
+        if (word == 0) {  // all-zero words are common in sparse sketches
+            h[0][0] += 8;
+            continue;
+        }
+        ++h[0][r[i] & 63];
+        ++h[1][r[i + 1] & 63];
+        ++h[2][r[i + 2] & 63];
+        ++h[3][r[i + 3] & 63];
+        ++h[0][r[i + 4] & 63];
+        ++h[1][r[i + 5] & 63];
+        ++h[2][r[i + 6] & 63];
+        ++h[3][r[i + 7] & 63];
+    }
+    std::uint32_t sum[64];
+    for (int k = 0; k < 64; ++k) sum[k] = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+    set_histogram_values(sum);
+}
+
+TALLY_END_NAMESPACE
