@@ -930,3 +930,41 @@ TEST_CASE("TDigest: the buffer sort orders every kind of key", "[tdigest][sort]"
     CHECK(d.max() == close.back());
     for (int i = 1; i <= 99; ++i) CHECK(rank_error(d, close, i / 100.0) <= 0.005);
 }
+
+TEST_CASE("TDigest: from_centroids keeps valid centroids and rejects bad ones", "[tdigest]") {
+    const TDigest src = digest_of(make(Dist::lognormal, 20000, 12));
+    TDigest copy_src = src;
+    const auto cs = copy_src.centroids();
+    const std::vector<TDigest::Centroid> kept(cs.begin(), cs.end());
+    const TDigest d = TDigest::from_centroids(kept, src.min(), src.max(), 100);
+    CHECK(d.serialize() == src.serialize());  // same centroids, bounds and total
+    const TDigest e = TDigest::from_centroids(kept);
+    CHECK(e.min() == kept.front().mean);
+    CHECK(e.max() == kept.back().mean);
+    CHECK(e.total() == src.total());
+    CHECK(TDigest::from_centroids({}).empty());
+
+    using C = TDigest::Centroid;
+    const std::vector<C> unsorted = {{1, 1}, {3, 1}, {2, 1}};
+    CHECK_THROWS_WITH(TDigest::from_centroids(unsorted),
+                      "tally::TDigest::from_centroids: centroid 2 mean 2 is not finite, non-decreasing and within "
+                      "[min, max] = [1, 3]");
+    const std::vector<C> zero = {{1, 1}, {2, 0}};
+    CHECK_THROWS_WITH(TDigest::from_centroids(zero), "tally::TDigest::from_centroids: centroid 1 weight 0 is not in (0, inf)");
+    const std::vector<C> nan_mean = {{nan_v, 1}};
+    CHECK_THROWS_AS(TDigest::from_centroids(nan_mean), std::invalid_argument);
+    const std::vector<C> fine = {{1, 1}, {2, 3}};
+    CHECK_THROWS_AS(TDigest::from_centroids(fine, 1.5, 3, 100), std::invalid_argument);  // mean below min
+    CHECK_THROWS_AS(TDigest::from_centroids(fine, 1, 3, 5), std::invalid_argument);      // compression
+    const std::vector<C> huge = {{1, 1e308}, {2, 1e308}};
+    CHECK_THROWS_WITH(TDigest::from_centroids(huge), "tally::TDigest::from_centroids: total weight overflows");
+
+    // more centroids than deserialize takes: one pass compacts them
+    std::vector<C> many;
+    for (int i = 0; i < 5000; ++i) many.push_back({i * 0.5, 1.0 + (i % 3)});
+    const TDigest m = TDigest::from_centroids(many, 10);
+    TDigest mc = m;
+    CHECK(mc.centroids().size() <= 16 * 10 + 1024);
+    CHECK(m.total() == std::accumulate(many.begin(), many.end(), 0.0, [](double s, C c) { return s + c.weight; }));
+    CHECK(TDigest::deserialize(m.serialize()).serialize() == m.serialize());
+}
