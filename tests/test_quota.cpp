@@ -118,7 +118,6 @@ TEST_CASE("concepts and per-key state sizes", "[decision]") {
     STATIC_REQUIRE(tally::RateLimiter<tally::AtomicTokenBucket>);
     STATIC_REQUIRE(tally::RateLimiter<tally::AtomicGcra>);
     STATIC_REQUIRE(tally::PerKeyPolicy<tally::FixedWindowLimiter>);
-    STATIC_REQUIRE(tally::KeyedRateLimiter<tally::FixedWindowLimiter>);  // the deprecated name still works
     STATIC_REQUIRE(tally::PerKeyPolicy<SW>);
     STATIC_REQUIRE(tally::PerKeyPolicy<SW2>);
     STATIC_REQUIRE(tally::PerKeyPolicy<tally::TokenBucket>);

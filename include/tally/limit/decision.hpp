@@ -103,9 +103,4 @@ concept PerKeyPolicy =
         { cl.rebase_state(cs, cl, now) } noexcept -> std::same_as<typename L::State>;
     };
 
-/// Deprecated: the former name of PerKeyPolicy (easily confused with the
-/// KeyedLimiter class); kept for one release.
-template <class L>
-concept KeyedRateLimiter = PerKeyPolicy<L>;
-
 TALLY_END_NAMESPACE

@@ -9,6 +9,7 @@
 #include "../core/platform.hpp"
 #include "../detail/primitives.hpp"
 #include "decision.hpp"
+#include "detail/limiter_base.hpp"
 #include "quota.hpp"
 
 TALLY_BEGIN_NAMESPACE
@@ -38,7 +39,7 @@ TALLY_BEGIN_NAMESPACE
 ///
 ///   tally::FixedWindowLimiter per_minute(tally::Quota::per_minute(60));
 ///   bool ok = per_minute.allow(now_ns);
-class FixedWindowLimiter {
+class FixedWindowLimiter : public detail::SingleStateLimiter<FixedWindowLimiter> {
   public:
     /// Zero is fresh (count 0 in window 0; a zero count is fresh in any window).
     struct State {
@@ -46,26 +47,15 @@ class FixedWindowLimiter {
         std::uint64_t window = 0;  // now_ns / window_ns of the counted window
     };
 
-    explicit FixedWindowLimiter(const Quota& quota) : quota_((quota.validate("tally::FixedWindowLimiter::FixedWindowLimiter"), quota)) {}
+    explicit FixedWindowLimiter(const Quota& quota) : quota_(check(quota, "tally::FixedWindowLimiter::FixedWindowLimiter")) {}
 
-    [[nodiscard]] Quota quota() const noexcept { return quota_; }
+    // Inherited: quota(); try_acquire(now_ns, cost = 1) and allow(now_ns,
+    // cost = 1) on the object's state; set_quota(quota, now_ns), which keeps
+    // the state through rebase_state and throws std::invalid_argument
+    // (nothing changed) for a bad quota.
+    using SingleStateLimiter::try_acquire;
 
-    Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return try_acquire(state_, now_ns, cost);
-    }
-    bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
-
-    /// Replaces the quota at now_ns, keeping the state through rebase_state.
-    /// Throws std::invalid_argument (nothing changed) for a bad quota.
-    void set_quota(const Quota& quota, std::uint64_t now_ns) {
-        quota.validate("tally::FixedWindowLimiter::set_quota");
-        const FixedWindowLimiter next(quota);
-        state_ = next.rebase_state(state_, *this, now_ns);
-        quota_ = next.quota_;
-    }
-
-    // Per-key policy interface (PerKeyPolicy).
-    [[nodiscard]] State fresh_state() const noexcept { return State{}; }
+    // Per-key policy interface (PerKeyPolicy); fresh_state() is State{}.
     Decision try_acquire(State& s, std::uint64_t now_ns, std::uint64_t cost = 1) const noexcept {
         const std::uint64_t limit = quota_.limit;
         std::uint64_t w = now_ns / quota_.window_ns;
@@ -103,6 +93,9 @@ class FixedWindowLimiter {
     [[nodiscard]] State state() const noexcept { return state_; }
 
   private:
+    friend SingleStateLimiter;
+    static constexpr const char* set_quota_site = "tally::FixedWindowLimiter::set_quota";
+
     // Wait from now until window index k starts; never if past the clock's end.
     [[nodiscard]] std::uint64_t until_window(std::uint64_t k, std::uint64_t now_ns) const noexcept {
         if (k == 0) return never;  // w + 1 wrapped: there is no next window

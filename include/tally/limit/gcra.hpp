@@ -6,275 +6,26 @@
 
 #include <atomic>
 #include <cstdint>
-#include <limits>
-#include <thread>
 
 #include "../core/platform.hpp"
-#include "../detail/primitives.hpp"
 #include "decision.hpp"
+#include "detail/emission_grid.hpp"
+#include "detail/limiter_base.hpp"
 #include "quota.hpp"
 
 TALLY_BEGIN_NAMESPACE
-namespace detail {
-
-/// The emission grid shared by TokenBucket, Gcra and their atomic forms.
-///
-/// The rate is limit / window_ns exactly: with g = gcd(limit, window_ns),
-/// num = limit / g and den = window_ns / g, the emission interval is the
-/// rational T = den / num nanoseconds (T >= 1 because Quota requires
-/// limit <= window_ns). Grid instant k is k * T; index(t) = floor(t / T) is
-/// the number of grid instants in (0, t]. Every interval of window_ns holds
-/// exactly `limit` grid instants, so the long-run rate is exact with integer
-/// arithmetic only (no floating drift, no per-request rounding).
-struct EmissionGrid {
-    std::uint64_t num = 1;       // limit / g
-    std::uint64_t den = 1;       // window_ns / g, den >= num
-    std::uint64_t cap = 1;       // bucket size: burst, or limit if 0
-    std::uint64_t fast_t = 0;    // t <= fast_t: t * num fits 64 bits
-    std::uint64_t fast_k = 0;    // k <= fast_k: k * den fits 64 bits
-
-    EmissionGrid() = default;
-    explicit EmissionGrid(const Quota& q) noexcept {
-        std::uint64_t a = q.limit, b = q.window_ns;
-        while (b != 0) {
-            const std::uint64_t r = a % b;
-            a = b;
-            b = r;
-        }
-        num = q.limit / a;
-        den = q.window_ns / a;
-        cap = q.capacity();
-        fast_t = std::numeric_limits<std::uint64_t>::max() / num;
-        fast_k = std::numeric_limits<std::uint64_t>::max() / den;
-    }
-
-    /// floor(t * num / den): grid instants in (0, t]. At most t.
-    TALLY_ALWAYS_INLINE std::uint64_t index(std::uint64_t t) const noexcept {
-        if (TALLY_LIKELY(t <= fast_t)) return t * num / den;
-        return static_cast<std::uint64_t>(static_cast<uint128>(t) * num / den);
-    }
-
-    /// Earliest t with index(t) >= k, i.e. ceil(k * den / num); saturates at
-    /// UINT64_MAX when that time is past the end of the clock.
-    TALLY_ALWAYS_INLINE std::uint64_t time_of(std::uint64_t k) const noexcept {
-        if (TALLY_LIKELY(k <= fast_k)) {
-            const std::uint64_t p = k * den;
-            return p / num + (p % num != 0 ? 1 : 0);
-        }
-        const uint128 p = static_cast<uint128>(k) * den;
-        const uint128 t = p / num + (p % num != 0 ? 1 : 0);
-        return t > std::numeric_limits<std::uint64_t>::max() ? std::numeric_limits<std::uint64_t>::max()
-                                                               : static_cast<std::uint64_t>(t);
-    }
-
-    /// Wait from `now` until grid index `k` is reached (0 if already).
-    /// `never` if k lies past the end of the clock.
-    TALLY_ALWAYS_INLINE std::uint64_t wait_until(std::uint64_t k, std::uint64_t now) const noexcept {
-        const std::uint64_t t = time_of(k);
-        if (t == std::numeric_limits<std::uint64_t>::max() && index(t) < k) return never;
-        return t > now ? t - now : 0;
-    }
-
-    /// GCRA on theoretical-arrival index `tat` (TAT = tat * T). Returns the
-    /// decision; `next` receives the new index (== tat unless admitted with
-    /// cost > 0). No index above `top` is ever produced (the end of the clock).
-    TALLY_ALWAYS_INLINE Decision gcra(std::uint64_t tat, std::uint64_t now, std::uint64_t cost, std::uint64_t& next,
-                                      std::uint64_t top = std::numeric_limits<std::uint64_t>::max()) const noexcept {
-        const std::uint64_t n = index(now);
-        // debt: tokens not yet re-emitted at `now`. A stale `now` (before an
-        // admitted request's grid instant) makes it larger, never smaller.
-        const std::uint64_t debt = tat > n ? tat - n : 0;
-        const std::uint64_t level = debt >= cap ? 0 : cap - debt;
-        const std::uint64_t base = tat > n ? tat : n;
-        // End of the clock (index within 2^40 of 2^64): what would push the
-        // index past 2^64 - 1 is denied for good rather than wrapped.
-        const std::uint64_t room = base < top ? top - base : 0;
-        const std::uint64_t avail = level < room ? level : room;
-        next = tat;
-        if (TALLY_LIKELY(cost <= avail)) {
-            if (TALLY_UNLIKELY(cost == 0)) return Decision{true, avail, 0, debt != 0 ? wait_until(tat, now) : 0};
-            next = base + cost;
-            return Decision{true, avail - cost, 0, wait_until(next, now)};
-        }
-        const std::uint64_t reset = debt != 0 ? wait_until(tat, now) : 0;
-        if (cost > cap || cost <= level || cost > room) return Decision{false, avail, never, reset};
-        // Admissible once index(now') >= tat + cost - cap (> n here; tat > n).
-        return Decision{false, avail, wait_until(tat + cost - cap, now), reset};
-    }
-
-    /// The index `tat`, made on grid `from`, moved onto this grid at `now`:
-    /// the debt (units not yet re-emitted at now on `from`) stays, whole, and
-    /// is re-emitted on this grid from now. It is not clamped to this bucket's
-    /// size: a key that spent 10 under a burst of 10, moved to a burst of 5
-    /// and back, must not spend 5 more at the same instant. A never used
-    /// state (0) stays fresh.
-    [[nodiscard]] std::uint64_t rebase(std::uint64_t tat, const EmissionGrid& from, std::uint64_t now) const noexcept {
-        if (tat == 0) return 0;
-        const std::uint64_t n = from.index(now);
-        return sat_add(index(now), tat > n ? tat - n : 0);
-    }
-};
-
-/// The shared state of AtomicGcra and AtomicTokenBucket: one word `word_`
-/// holding the theoretical-arrival index, updated by compare-and-swap, and
-/// the policy (grid, quota) that set_quota may replace while other threads
-/// acquire.
-///
-/// Why acquirers never apply one quota to a state made under another: the
-/// word only ever grows (an admission writes a larger index, a quota change
-/// writes word + 1 and records the offset between word and index for the new
-/// grid), so a CAS that succeeds proves that no quota change happened since
-/// the word was read. The policy fields are read under a sequence counter
-/// (`seq_`, odd while a change is in progress), so a torn read is retried,
-/// and a change publishes its fields before the word of the new quota. The
-/// fields are atomics stored with release and loaded with acquire (plain
-/// moves on x86-64), so a reader that sees a new field sees the odd count.
-class AtomicEmission {
-  public:
-    explicit AtomicEmission(const Quota& q) noexcept { publish(EmissionGrid(q), q, 0, 0); }
-
-    Decision try_acquire(std::uint64_t now, std::uint64_t cost) noexcept {
-        for (;;) {
-            std::uint64_t w;
-            const Policy p = read(w);
-            std::uint64_t next;
-            const std::uint64_t tat = w - p.offset;
-            const Decision d = p.grid.gcra(tat, now, cost, next, p.top);
-            if (next == tat) return d;
-            if (word_.compare_exchange_strong(w, next + p.offset, std::memory_order_relaxed,
-                                              std::memory_order_relaxed))
-                return d;
-        }
-    }
-
-    void set_quota(const Quota& q, std::uint64_t now) noexcept {
-        const EmissionGrid g(q);
-        // Writers exclude each other by making seq_ odd; acquirers wait meanwhile.
-        std::uint64_t s = seq_.load(std::memory_order_relaxed);
-        for (;;) {
-            if ((s & 1) != 0) {
-                std::this_thread::yield();
-                s = seq_.load(std::memory_order_relaxed);
-            } else if (seq_.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
-                break;
-            }
-        }
-        const Policy old = fields();
-        std::uint64_t w = word_.load(std::memory_order_relaxed);
-        for (;;) {
-            const std::uint64_t tat = g.rebase(w - old.offset, old.grid, now);
-            // At the very end of the clock the word cannot grow: nothing can
-            // be admitted there under either quota, so no acquirer's CAS can
-            // succeed on the old reading.
-            const std::uint64_t w2 = w < std::numeric_limits<std::uint64_t>::max() ? w + 1 : w;
-            publish(g, q, tat, w2);
-            if (word_.compare_exchange_strong(w, w2, std::memory_order_release, std::memory_order_relaxed)) break;
-        }
-        seq_.store(s + 2, std::memory_order_release);
-    }
-
-    [[nodiscard]] Quota quota() const noexcept {
-        constexpr auto a = std::memory_order_acquire;
-        for (;;) {
-            const std::uint64_t s1 = seq_.load(a);
-            if ((s1 & 1) != 0) {
-                std::this_thread::yield();
-                continue;
-            }
-            const Quota q{limit_.load(a), window_.load(a), burst_.load(a)};
-            if (seq_.load(std::memory_order_relaxed) == s1) return q;
-        }
-    }
-    /// The theoretical-arrival index on the current quota's grid.
-    [[nodiscard]] std::uint64_t index() const noexcept {
-        std::uint64_t w;
-        const Policy p = read(w);
-        return w - p.offset;
-    }
-    /// Units available at now (a snapshot).
-    [[nodiscard]] std::uint64_t tokens(std::uint64_t now) const noexcept {
-        std::uint64_t w;
-        const Policy p = read(w);
-        const std::uint64_t tat = w - p.offset, n = p.grid.index(now);
-        const std::uint64_t debt = tat > n ? tat - n : 0;
-        return debt >= p.grid.cap ? 0 : p.grid.cap - debt;
-    }
-
-  private:
-    // What an acquirer needs: the grid, word - index (mod 2^64) and the
-    // highest index whose word still fits in 64 bits.
-    struct Policy {
-        EmissionGrid grid;
-        std::uint64_t offset;
-        std::uint64_t top;
-    };
-
-    // A consistent (policy, word) pair: the word read after an even count,
-    // the fields unchanged until the count is read again.
-    Policy read(std::uint64_t& w) const noexcept {
-        for (;;) {
-            const std::uint64_t s1 = seq_.load(std::memory_order_acquire);
-            if ((s1 & 1) != 0) {
-                std::this_thread::yield();
-                continue;
-            }
-            w = word_.load(std::memory_order_acquire);
-            const Policy p = fields();
-            if (seq_.load(std::memory_order_relaxed) == s1) return p;
-        }
-    }
-
-    // Acquire loads pair with publish()'s release stores: a reader that sees
-    // any field of a change in progress then sees the odd count.
-    Policy fields() const noexcept {
-        constexpr auto r = std::memory_order_acquire;
-        Policy p;
-        p.grid.num = num_.load(r);
-        p.grid.den = den_.load(r);
-        p.grid.cap = cap_.load(r);
-        p.grid.fast_t = fast_t_.load(r);
-        p.grid.fast_k = fast_k_.load(r);
-        p.offset = offset_.load(r);
-        p.top = top_.load(r);
-        return p;
-    }
-
-    // The new era maps index `base_index` to word `base_word`.
-    void publish(const EmissionGrid& g, const Quota& q, std::uint64_t base_index, std::uint64_t base_word) noexcept {
-        constexpr auto r = std::memory_order_release;
-        constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
-        const std::uint64_t a = max - base_index, b = max - base_word;
-        num_.store(g.num, r);
-        den_.store(g.den, r);
-        cap_.store(g.cap, r);
-        fast_t_.store(g.fast_t, r);
-        fast_k_.store(g.fast_k, r);
-        offset_.store(base_word - base_index, r);
-        top_.store(base_index + (a < b ? a : b), r);
-        limit_.store(q.limit, r);
-        window_.store(q.window_ns, r);
-        burst_.store(q.burst, r);
-    }
-
-    std::atomic<std::uint64_t> word_{0};
-    std::atomic<std::uint64_t> seq_{0};
-    std::atomic<std::uint64_t> num_{1}, den_{1}, cap_{1}, fast_t_{0}, fast_k_{0}, offset_{0}, top_{0};
-    std::atomic<std::uint64_t> limit_{1}, window_{1}, burst_{0};
-};
-
-}  // namespace detail
-
 /// Gcra: the Generic Cell Rate Algorithm (ITU-T I.371 / ATM Forum TM 4.0,
 /// "virtual scheduling" form), the single-timestamp equivalent of a token
 /// bucket. State: the theoretical arrival time (TAT), 8 bytes.
 ///
-/// With emission interval T = window_ns / limit (an exact rational) and burst
-/// b = quota.capacity(), a request of cost c at t is admitted iff
-/// max(TAT, t) + c*T - t <= b*T; admitted, TAT becomes max(TAT, t) + c*T.
-/// TAT is kept as an index J on the grid of instants k*T counted from time 0
-/// and t is read as index(t) = floor(t/T): integer only, no rounding drift,
-/// and in any interval (s, e] at most b + index(e) - index(s) units pass.
-/// TokenBucket on the same Quota decides identically on every stream.
+/// tally decides on the emission grid: with T = window_ns / limit (an exact
+/// rational), burst b = quota.capacity(), n = index(t) = floor(t / T) and the
+/// state J (the TAT as a grid index), a request of cost c at t is admitted iff
+///     max(J, n) + c - n <= b;   admitted, J becomes max(J, n) + c.
+/// This is the continuous rule max(TAT, t) + c*T - t <= b*T with t rounded
+/// down to its grid instant: integer only, no rounding drift, and in any
+/// interval (s, e] at most b + index(e) - index(s) units pass. TokenBucket on
+/// the same Quota decides identically on every stream.
 ///
 /// Decision: remaining = b - debt (debt = max(0, J - index(t))); retry_after_ns
 /// exact to the nanosecond; reset_after_ns = time until debt is 0; cost > b is
@@ -291,33 +42,22 @@ class AtomicEmission {
 ///
 ///   tally::Gcra g(tally::Quota::per_second(10).with_burst(5));
 ///   if (auto d = g.try_acquire(now_ns); !d) reply_429(d.retry_after_ns);
-class Gcra {
+class Gcra : public detail::SingleStateLimiter<Gcra> {
   public:
     /// Theoretical arrival time as an emission-grid index; 0 is fresh.
     struct State {
         std::uint64_t tat = 0;
     };
 
-    explicit Gcra(const Quota& quota) : quota_((quota.validate("tally::Gcra::Gcra"), quota)), grid_(quota) {}
+    explicit Gcra(const Quota& quota) : quota_(check(quota, "tally::Gcra::Gcra")), grid_(quota) {}
 
-    [[nodiscard]] Quota quota() const noexcept { return quota_; }
+    // Inherited: quota(); try_acquire(now_ns, cost = 1) and allow(now_ns,
+    // cost = 1) on the object's state; set_quota(quota, now_ns), which keeps
+    // the state through rebase_state and throws std::invalid_argument
+    // (nothing changed) for a bad quota.
+    using SingleStateLimiter::try_acquire;
 
-    Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return try_acquire(state_, now_ns, cost);
-    }
-    bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
-
-    /// Replaces the quota at now_ns, keeping the state through rebase_state.
-    /// Throws std::invalid_argument (nothing changed) for a bad quota.
-    void set_quota(const Quota& quota, std::uint64_t now_ns) {
-        const Gcra next(checked(quota, "tally::Gcra::set_quota"));
-        state_ = next.rebase_state(state_, *this, now_ns);
-        quota_ = next.quota_;
-        grid_ = next.grid_;
-    }
-
-    // Per-key policy interface (PerKeyPolicy).
-    [[nodiscard]] State fresh_state() const noexcept { return State{}; }
+    // Per-key policy interface (PerKeyPolicy); fresh_state() is State{}.
     Decision try_acquire(State& s, std::uint64_t now_ns, std::uint64_t cost = 1) const noexcept {
         std::uint64_t next;
         const Decision d = grid_.gcra(s.tat, now_ns, cost, next);
@@ -338,10 +78,8 @@ class Gcra {
     [[nodiscard]] State state() const noexcept { return state_; }
 
   private:
-    static const Quota& checked(const Quota& q, const char* who) {
-        q.validate(who);
-        return q;
-    }
+    friend SingleStateLimiter;
+    static constexpr const char* set_quota_site = "tally::Gcra::set_quota";
 
     Quota quota_;
     detail::EmissionGrid grid_;
@@ -369,31 +107,21 @@ static_assert(sizeof(Gcra::State) == 8);
 ///   tally::AtomicGcra api_limit(tally::Quota::per_second(1000));
 ///   // any thread:
 ///   if (!api_limit.allow(tally::CoarseClock::now_ns())) reject();
-class alignas(false_sharing_size) AtomicGcra {
+class alignas(false_sharing_size) AtomicGcra : public detail::AtomicEmissionLimiter<AtomicGcra> {
   public:
-    explicit AtomicGcra(const Quota& quota) : cell_((quota.validate("tally::AtomicGcra::AtomicGcra"), quota)) {}
-    AtomicGcra(const AtomicGcra&) = delete;
-    AtomicGcra& operator=(const AtomicGcra&) = delete;
+    explicit AtomicGcra(const Quota& quota) : AtomicEmissionLimiter(quota) {}
 
-    [[nodiscard]] Quota quota() const noexcept { return cell_.quota(); }
-
-    Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return cell_.try_acquire(now_ns, cost);
-    }
-    bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
-
-    /// Gcra::set_quota, thread-safe. Throws std::invalid_argument (nothing
-    /// changed) for a bad quota.
-    void set_quota(const Quota& quota, std::uint64_t now_ns) {
-        quota.validate("tally::AtomicGcra::set_quota");
-        cell_.set_quota(quota, now_ns);
-    }
+    // Inherited, all thread-safe: quota(); try_acquire(now_ns, cost = 1);
+    // allow(now_ns, cost = 1); set_quota(quota, now_ns), Gcra::set_quota
+    // applied atomically (std::invalid_argument, nothing changed, for a bad quota).
 
     /// A snapshot of the state, as a Gcra::State on the current quota's grid.
     [[nodiscard]] Gcra::State state() const noexcept { return {cell_.index()}; }
 
   private:
-    detail::AtomicEmission cell_;
+    friend AtomicEmissionLimiter;
+    static constexpr const char* ctor_site = "tally::AtomicGcra::AtomicGcra";
+    static constexpr const char* set_quota_site = "tally::AtomicGcra::set_quota";
 };
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);

@@ -56,9 +56,6 @@ TALLY_BEGIN_NAMESPACE
 ///   if (!per_client.try_acquire(client_id, tally::SteadyClock::now_ns())) reject();
 template <class Key, class Limiter, class Hash = Hasher<Key>, std::size_t Tiers = 1>
 class KeyedLimiter {
-    static_assert(PerKeyPolicy<Limiter>,
-                  "tally::KeyedLimiter: Limiter must satisfy tally::PerKeyPolicy (State, fresh_state(), "
-                  "try_acquire(State&, now, cost), is_fresh(const State&, now); see limit/decision.hpp)");
     using Table = detail::KeyedTable<Key, Limiter, Hash, Tiers>;
 
   public:
@@ -201,9 +198,6 @@ class KeyedLimiter {
 ///   if (!api.try_acquire(api_key, tally::CoarseClock::now_ns())) reject();  // any thread
 template <class Key, class Limiter, class Hash = Hasher<Key>, std::size_t Tiers = 1>
 class ConcurrentKeyedLimiter {
-    static_assert(PerKeyPolicy<Limiter>,
-                  "tally::ConcurrentKeyedLimiter: Limiter must satisfy tally::PerKeyPolicy (see "
-                  "limit/decision.hpp)");
     using Inner = detail::KeyedTable<Key, Limiter, Hash, Tiers>;
 
   public:

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "decision.hpp"
+#include "detail/limiter_base.hpp"
 #include "quota.hpp"
 
 TALLY_BEGIN_NAMESPACE
@@ -38,7 +39,7 @@ TALLY_BEGIN_NAMESPACE
 ///
 ///   tally::SlidingLogLimiter exact(tally::Quota::per_minute(100));
 ///   bool ok = exact.allow(now_ns);
-class SlidingLogLimiter {
+class SlidingLogLimiter : public detail::AllowFromDecision<SlidingLogLimiter> {
   public:
     explicit SlidingLogLimiter(const Quota& quota) : quota_((quota.validate("tally::SlidingLogLimiter::SlidingLogLimiter"), quota)) {}
 
@@ -76,7 +77,7 @@ class SlidingLogLimiter {
         }
         return Decision{false, have, never, reset_after(now_ns)};  // unreachable: cost <= limit
     }
-    bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
+    // Inherited: allow(now_ns, cost = 1), try_acquire(now_ns, cost).allowed.
 
     /// Replaces the quota; the log stays (see the class comment). now_ns
     /// only advances the latest time seen. Throws std::invalid_argument

@@ -12,6 +12,7 @@
 #include "../detail/primitives.hpp"
 #include "../window/sliding_counter.hpp"
 #include "decision.hpp"
+#include "detail/limiter_base.hpp"
 #include "quota.hpp"
 
 TALLY_BEGIN_NAMESPACE
@@ -46,7 +47,10 @@ TALLY_BEGIN_NAMESPACE
 ///   tally::SlidingWindowLimiter<> per_minute(tally::Quota::per_minute(600));  // 10 buckets of 6 s
 ///   if (!per_minute.allow(now_ns)) reject();
 template <class Slot = std::uint32_t, std::size_t Slots = 11, SlidingOptions Options = SlidingOptions{}>
-class SlidingWindowLimiter {
+class SlidingWindowLimiter : public detail::SingleStateLimiter<SlidingWindowLimiter<Slot, Slots, Options>> {
+    using Base = detail::SingleStateLimiter<SlidingWindowLimiter>;
+    friend Base;
+
   public:
     using Counter = SlidingCounter<Slot, Slots, Options>;
     /// The ring; State{} is an empty ring (fresh).
@@ -55,17 +59,19 @@ class SlidingWindowLimiter {
     static constexpr std::uint64_t max_limit = Counter::max_count / 2;
 
     explicit SlidingWindowLimiter(const Quota& quota)
-        : quota_(checked(quota)), counter_(bucket_for(quota.window_ns)) {}
+        : quota_(check(quota, "tally::SlidingWindowLimiter::SlidingWindowLimiter")), counter_(bucket_for(quota.window_ns)) {}
 
-    [[nodiscard]] Quota quota() const noexcept { return quota_; }
+    // Inherited: quota(); try_acquire(now_ns, cost = 1) on the object's state;
+    // set_quota(quota, now_ns), which keeps the state through rebase_state and
+    // throws std::invalid_argument (nothing changed) for a bad quota.
+    using Base::quota;
+    using Base::set_quota;
+    using Base::try_acquire;
     /// The ring's window (Slots - 1) * bucket_ns, >= quota().window_ns.
     [[nodiscard]] std::uint64_t window_ns() const noexcept { return counter_.window_ns(); }
     [[nodiscard]] std::uint64_t bucket_ns() const noexcept { return counter_.bucket_ns(); }
     [[nodiscard]] const Counter& counter() const noexcept { return counter_; }
 
-    Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return try_acquire(state_, now_ns, cost);
-    }
     /// try_acquire's decision without computing the waits (O(1) within a
     /// bucket, where try_acquire's waits are O(Slots)).
     bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
@@ -76,17 +82,8 @@ class SlidingWindowLimiter {
         return counter_.allow(s, t, quota_.limit, cost);
     }
 
-    /// Replaces the quota at now_ns, keeping the state through rebase_state.
-    /// Throws std::invalid_argument (nothing changed) for a bad quota.
-    void set_quota(const Quota& quota, std::uint64_t now_ns) {
-        const SlidingWindowLimiter next(checked(quota, "tally::SlidingWindowLimiter::set_quota"));
-        state_ = next.rebase_state(state_, *this, now_ns);
-        quota_ = next.quota_;
-        counter_ = next.counter_;
-    }
-
-    // Per-key policy interface (PerKeyPolicy).
-    [[nodiscard]] State fresh_state() const noexcept { return State{}; }
+    // Per-key policy interface (PerKeyPolicy); fresh_state() is State{}.
+    using Base::fresh_state;
     Decision try_acquire(State& s, std::uint64_t now_ns, std::uint64_t cost = 1) const noexcept {
         const std::uint64_t limit = quota_.limit;
         // Stale: evaluate and charge at the start of the newest bucket.
@@ -140,8 +137,10 @@ class SlidingWindowLimiter {
     [[nodiscard]] const State& state() const noexcept { return state_; }
 
   private:
+    static constexpr const char* set_quota_site = "tally::SlidingWindowLimiter::set_quota";
+
     // The ring holds up to 2 * limit, so the limit is also bounded by Slot.
-    static Quota checked(const Quota& q, const char* who = "tally::SlidingWindowLimiter::SlidingWindowLimiter") {
+    static Quota check(const Quota& q, const char* who) {
         q.validate(who);
         detail::check_range(who, "limit", q.limit, std::uint64_t{1}, max_limit);
         return q;

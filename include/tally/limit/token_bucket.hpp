@@ -10,7 +10,8 @@
 
 #include "../core/platform.hpp"
 #include "decision.hpp"
-#include "gcra.hpp"
+#include "detail/emission_grid.hpp"
+#include "detail/limiter_base.hpp"
 #include "quota.hpp"
 
 TALLY_BEGIN_NAMESPACE
@@ -44,7 +45,7 @@ TALLY_BEGIN_NAMESPACE
 ///
 ///   tally::TokenBucket upload(tally::Quota::per_second(1 << 20).with_burst(4 << 20));  // bytes
 ///   if (!upload.allow(now_ns, chunk.size())) defer(chunk);
-class TokenBucket {
+class TokenBucket : public detail::SingleStateLimiter<TokenBucket> {
   public:
     /// Zero is fresh (a full bucket).
     struct State {
@@ -52,24 +53,13 @@ class TokenBucket {
         std::uint64_t origin = 0;   // grid index of the last admission
     };
 
-    explicit TokenBucket(const Quota& quota) : quota_((quota.validate("tally::TokenBucket::TokenBucket"), quota)), grid_(quota) {}
+    explicit TokenBucket(const Quota& quota) : quota_(check(quota, "tally::TokenBucket::TokenBucket")), grid_(quota) {}
 
-    [[nodiscard]] Quota quota() const noexcept { return quota_; }
-
-    Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return try_acquire(state_, now_ns, cost);
-    }
-    bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
-
-    /// Replaces the quota at now_ns, keeping the state through rebase_state.
-    /// Throws std::invalid_argument (nothing changed) for a bad quota.
-    void set_quota(const Quota& quota, std::uint64_t now_ns) {
-        quota.validate("tally::TokenBucket::set_quota");
-        const TokenBucket next(quota);
-        state_ = next.rebase_state(state_, *this, now_ns);
-        quota_ = next.quota_;
-        grid_ = next.grid_;
-    }
+    // Inherited: quota(); try_acquire(now_ns, cost = 1) and allow(now_ns,
+    // cost = 1) on the object's state; set_quota(quota, now_ns), which keeps
+    // the state through rebase_state and throws std::invalid_argument
+    // (nothing changed) for a bad quota.
+    using SingleStateLimiter::try_acquire;
 
     /// Tokens available at now_ns.
     [[nodiscard]] std::uint64_t tokens(std::uint64_t now_ns) const noexcept { return tokens(state_, now_ns); }
@@ -78,8 +68,7 @@ class TokenBucket {
         return m >= grid_.cap ? 0 : grid_.cap - m;
     }
 
-    // Per-key policy interface (PerKeyPolicy).
-    [[nodiscard]] State fresh_state() const noexcept { return State{}; }
+    // Per-key policy interface (PerKeyPolicy); fresh_state() is State{}.
     Decision try_acquire(State& s, std::uint64_t now_ns, std::uint64_t cost = 1) const noexcept {
         constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
         const std::uint64_t b = grid_.cap;
@@ -128,6 +117,9 @@ class TokenBucket {
     [[nodiscard]] State state() const noexcept { return state_; }
 
   private:
+    friend SingleStateLimiter;
+    static constexpr const char* set_quota_site = "tally::TokenBucket::set_quota";
+
     // Tokens short of full at grid index n: refilled one per index since the
     // origin; before the origin (stale time) the refill since then is undone.
     [[nodiscard]] static std::uint64_t missing_at(const State& s, std::uint64_t n) noexcept {
@@ -162,31 +154,20 @@ static_assert(sizeof(TokenBucket::State) == 16);
 ///
 ///   tally::AtomicTokenBucket egress(tally::Quota::per_second(125'000'000));  // bytes: 1 Gbit/s
 ///   if (!egress.allow(now_ns, packet_bytes)) drop();
-class alignas(false_sharing_size) AtomicTokenBucket {
+class alignas(false_sharing_size) AtomicTokenBucket : public detail::AtomicEmissionLimiter<AtomicTokenBucket> {
+    friend AtomicEmissionLimiter;
+    static constexpr const char* ctor_site = "tally::AtomicTokenBucket::AtomicTokenBucket";
+    static constexpr const char* set_quota_site = "tally::AtomicTokenBucket::set_quota";
+
   public:
-    explicit AtomicTokenBucket(const Quota& quota) : cell_((quota.validate("tally::AtomicTokenBucket::AtomicTokenBucket"), quota)) {}
-    AtomicTokenBucket(const AtomicTokenBucket&) = delete;
-    AtomicTokenBucket& operator=(const AtomicTokenBucket&) = delete;
+    explicit AtomicTokenBucket(const Quota& quota) : AtomicEmissionLimiter(quota) {}
 
-    [[nodiscard]] Quota quota() const noexcept { return cell_.quota(); }
-
-    Decision try_acquire(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept {
-        return cell_.try_acquire(now_ns, cost);
-    }
-    bool allow(std::uint64_t now_ns, std::uint64_t cost = 1) noexcept { return try_acquire(now_ns, cost).allowed; }
-
-    /// TokenBucket::set_quota, thread-safe. Throws std::invalid_argument
-    /// (nothing changed) for a bad quota.
-    void set_quota(const Quota& quota, std::uint64_t now_ns) {
-        quota.validate("tally::AtomicTokenBucket::set_quota");
-        cell_.set_quota(quota, now_ns);
-    }
+    // Inherited, all thread-safe: quota(); try_acquire(now_ns, cost = 1);
+    // allow(now_ns, cost = 1); set_quota(quota, now_ns), TokenBucket::set_quota
+    // applied atomically (std::invalid_argument, nothing changed, for a bad quota).
 
     /// Tokens available at now_ns (a snapshot).
     [[nodiscard]] std::uint64_t tokens(std::uint64_t now_ns) const noexcept { return cell_.tokens(now_ns); }
-
-  private:
-    detail::AtomicEmission cell_;
 };
 
 static_assert(alignof(AtomicTokenBucket) == false_sharing_size && sizeof(AtomicTokenBucket) % false_sharing_size == 0);

@@ -294,6 +294,9 @@ template <class Key, class Limiter, class Hash, std::size_t Tiers = 1>
 class KeyedTable {
     using Traits = KeyedKeyTraits<Key, Hash>;
     static_assert(Tiers >= 1 && Tiers <= 256, "tally::KeyedLimiter: Tiers must be in [1, 256]");
+    static_assert(PerKeyPolicy<Limiter>,
+                  "tally::KeyedLimiter: Limiter must satisfy tally::PerKeyPolicy (State, fresh_state(), "
+                  "try_acquire(State&, now, cost), is_fresh(const State&, now); see limit/decision.hpp)");
 
   public:
     using State = typename Limiter::State;
