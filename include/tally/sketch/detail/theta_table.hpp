@@ -1,0 +1,130 @@
+// tally/sketch/detail/theta_table.hpp: the pieces of tally::ThetaSketch that
+// are not its interface: the open-addressing table of retained hashes and
+// the selection kernel behind unions.
+//
+// Table: 2^lg_size slots of std::uint64_t, 0 = free (0 is never a retained
+// hash), linear probing from the low bits. Sizes follow DataSketches' update
+// sketch (start at 2^5..2^7, grow 8x at half full, 2^(lg_k+1) slots at most,
+// rebuilt to the k smallest hashes past 15/16 full), so the retained hashes
+// after any sequence of adds are those DataSketches retains.
+//
+// All functions are pure over their arguments and thread-safe.
+#pragma once
+
+#include "../../detail/abi.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TALLY_DETAIL_THETA_NOINLINE __attribute__((noinline))
+#else
+#define TALLY_DETAIL_THETA_NOINLINE
+#endif
+
+TALLY_BEGIN_NAMESPACE
+namespace detail {
+
+inline constexpr std::uint64_t theta_max = 0x7fffffffffffffffull;  // DataSketches' MAX_THETA (Java's Long.MAX_VALUE)
+inline constexpr int theta_min_lg_k = 5;
+inline constexpr int theta_max_lg_k = 26;
+inline constexpr int theta_lg_resize = 3;  // DataSketches' default resize factor X8
+
+/// Slots a table of 2^lg_size holds before it grows (<= lg_k) or is rebuilt
+/// (lg_k + 1): floor(0.5 * size), floor(15/16 * size).
+constexpr std::uint32_t theta_capacity(int lg_size, int lg_k) noexcept {
+    const std::uint64_t size = std::uint64_t{1} << lg_size;
+    return static_cast<std::uint32_t>(lg_size <= lg_k ? size / 2 : (size * 15) / 16);
+}
+
+/// DataSketches' starting table size: lg_k + 1 reduced by whole resize steps
+/// down to no less than 5.
+constexpr int theta_start_lg_size(int lg_k) noexcept {
+    const int target = lg_k + 1;
+    return target <= theta_min_lg_k ? theta_min_lg_k : ((target - theta_min_lg_k) % theta_lg_resize) + theta_min_lg_k;
+}
+
+/// The smallest table (from the starting size in resize steps, at most
+/// lg_k + 1) whose capacity holds `count` hashes.
+constexpr int theta_lg_size_for(std::uint32_t count, int lg_k) noexcept {
+    int lg = theta_start_lg_size(lg_k);
+    while (lg < lg_k + 1 && count > theta_capacity(lg, lg_k)) lg = std::min(lg + theta_lg_resize, lg_k + 1);
+    return lg;
+}
+
+/// Slot of `h` in the table, or of the free slot where it would go.
+inline std::size_t theta_probe(const std::uint64_t* slots, std::size_t mask, std::uint64_t h) noexcept {
+    std::size_t i = static_cast<std::size_t>(h) & mask;
+    while (slots[i] != 0 && slots[i] != h) i = (i + 1) & mask;
+    return i;
+}
+
+inline bool theta_table_contains(const std::vector<std::uint64_t>& slots, std::uint64_t h) noexcept {
+    return slots[theta_probe(slots.data(), slots.size() - 1, h)] == h;
+}
+
+/// Appends the hashes of `slots` below `theta` (and not 0) to out[n...];
+/// returns the new n. out must have room for slots.size() more.
+inline std::size_t theta_gather_below(const std::vector<std::uint64_t>& slots, std::uint64_t theta,
+                                      std::uint64_t* out, std::size_t n) noexcept {
+    const std::uint64_t limit = theta - 1;  // v - 1 < theta - 1 <=> 0 < v < theta
+    for (const std::uint64_t v : slots) {
+        out[n] = v;
+        n += (v - 1) < limit ? 1 : 0;
+    }
+    return n;
+}
+
+/// The union rule of the theta sketch framework on a pool of candidate
+/// hashes, all in [1, theta), possibly with duplicates: returns (ascending in
+/// `result`) the distinct candidates if at most k, else the k smallest, and
+/// the new theta (the (k+1)-th smallest distinct candidate, or `theta`).
+/// Candidates are bucketed by their top bits, and buckets are sorted from
+/// the bottom only until k + 1 distinct hashes are found.
+inline std::uint64_t theta_select_smallest(std::vector<std::uint64_t>& pool, std::size_t n, std::uint64_t theta,
+                                           std::size_t k, std::vector<std::uint64_t>& result) {
+    result.clear();
+    if (n == 0) return theta;
+    if (n <= 64) {
+        std::sort(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(n));
+        const auto end = std::unique(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(n));
+        const std::size_t d = static_cast<std::size_t>(end - pool.begin());
+        if (d <= k) {
+            result.assign(pool.begin(), end);
+            return theta;
+        }
+        result.assign(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(k));
+        return pool[k];
+    }
+    const int want_bits = std::clamp(static_cast<int>(std::bit_width(n / 4)), 4, 16);
+    const int value_bits = static_cast<int>(std::bit_width(theta - 1));
+    const int shift = value_bits > want_bits ? value_bits - want_bits : 0;
+    const std::size_t buckets = (std::size_t{1} << (value_bits - shift)) + 1;
+    std::vector<std::uint32_t> start(buckets + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) ++start[(pool[i] >> shift) + 1];
+    for (std::size_t b = 1; b <= buckets; ++b) start[b] += start[b - 1];
+    std::vector<std::uint64_t> sorted(n);
+    {
+        std::vector<std::uint32_t> next(start.begin(), start.end() - 1);
+        for (std::size_t i = 0; i < n; ++i) sorted[next[pool[i] >> shift]++] = pool[i];
+    }
+    result.reserve(std::min(n, k + 1));
+    for (std::size_t b = 0; b < buckets; ++b) {
+        auto first = sorted.begin() + start[b];
+        auto last = sorted.begin() + start[b + 1];
+        if (first == last) continue;
+        std::sort(first, last);
+        last = std::unique(first, last);
+        for (auto it = first; it != last; ++it) {
+            if (result.size() == k) return *it;  // the (k+1)-th smallest distinct hash
+            result.push_back(*it);
+        }
+    }
+    return theta;
+}
+
+}  // namespace detail
+TALLY_END_NAMESPACE

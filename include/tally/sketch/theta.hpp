@@ -1,0 +1,521 @@
+// tally/sketch/theta.hpp: ThetaSketch, distinct counting with set algebra
+// (union, intersection, difference) in the hash and bytes of Apache
+// DataSketches' theta sketches.
+#pragma once
+
+#include "../detail/abi.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../core/platform.hpp"
+#include "../core/serialize.hpp"
+#include "../detail/primitives.hpp"
+#include "../detail/throw.hpp"
+#include "detail/datasketches_hash.hpp"
+#include "detail/theta_bounds.hpp"
+#include "detail/theta_datasketches.hpp"
+#include "detail/theta_table.hpp"
+
+TALLY_BEGIN_NAMESPACE
+
+/// A theta sketch: the distinct-count sketch of the theta sketch framework
+/// (Dasgupta, Lang, Rhodes, Thaler, "A Framework for Estimating Stream
+/// Expression Cardinalities", ICDT 2016), as Apache DataSketches' update
+/// sketch (KMV / QuickSelect) builds it. Items hash to 63-bit values
+/// (MurmurHash3_x64_128, seed 9001, h1 >> 1, DataSketches' item bytes); the
+/// sketch keeps every hash below a threshold theta, and at least the k = 2^lg_k
+/// smallest: when 15/16 of its 2k-slot table is used, it keeps the k smallest
+/// and theta becomes the next one.
+///
+/// Unlike HyperLogLog, sketches intersect and subtract: theta_union,
+/// theta_intersection and theta_a_not_b return sketches (theta = the least
+/// of the inputs', the hashes below it that the expression keeps), and
+/// DataSketches reads and writes their bytes (to_datasketches,
+/// from_datasketches), so tally sketches combine with Java, C++, Python,
+/// Druid and Hive sketches of the same items.
+///
+/// Error: estimate() = retained() / theta(); its relative standard error is
+/// about 1 / sqrt(k - 1) for a sketch and for a union. An intersection or
+/// difference of size m out of a union of size u keeps about k * m / u hashes,
+/// so its relative error is about sqrt(u / m) / sqrt(k): small overlaps are
+/// estimated poorly (docs/theta.md). lower_bound(s) / upper_bound(s) are
+/// DataSketches' binomial bounds for s = 1, 2, 3 standard deviations
+/// (about 68%, 95%, 99.7%); they apply to set-operation results too.
+///
+/// Memory: 8 bytes per slot, 2^5..2^(lg_k+1) slots as the sketch grows
+/// (64 KiB at lg_k = 12), plus the object (memory_bytes()).
+///
+/// Thread safety: const members may run concurrently; add, merge and clear
+/// need exclusive access.
+///
+///     tally::ThetaSketch yesterday(12), today(12);
+///     for (auto id : yesterday_ids) yesterday.add(id);
+///     for (auto id : today_ids) today.add(id);
+///     const auto churned = tally::theta_a_not_b(yesterday, today);
+///     double lost = churned.estimate(), hi = churned.upper_bound(2);
+class ThetaSketch {
+  public:
+    static constexpr int min_lg_k = detail::theta_min_lg_k;
+    static constexpr int max_lg_k = detail::theta_max_lg_k;
+    static constexpr int default_lg_k = 12;
+    /// theta as a 64-bit integer is a fraction of 2^63 - 1 (DataSketches' MAX_THETA).
+    static constexpr std::uint64_t max_theta = detail::theta_max;
+    /// DataSketches' default seed and its 16-bit seed hash, written in every image.
+    static constexpr std::uint64_t seed = detail::ds_hll_seed;
+    static constexpr std::uint16_t seed_hash = detail::ds_theta_seed_hash;
+
+    /// Nominal entries k = 2^lg_k, lg_k in [5, 26] (else std::invalid_argument).
+    explicit ThetaSketch(int lg_k = default_lg_k);
+
+    /// Counts `item`, hashed as DataSketches' update(item): integers as 8
+    /// little-endian bytes of their signed value, doubles canonicalised
+    /// (-0.0 as 0.0, one NaN), strings and byte spans as bytes; empty strings
+    /// and null pointers are ignored (as DataSketches ignores them).
+    template <class T>
+    void add(const T& item) noexcept;
+    /// Counts an item whose MurmurHash3_x64_128 (seed 9001) first half is
+    /// `h1`: the sketch keeps h1 >> 1, so add_hash(h1) is add(item).
+    void add_hash(std::uint64_t h1) noexcept;
+
+    /// Estimated distinct items: retained() / theta(); 0 when empty.
+    [[nodiscard]] double estimate() const noexcept;
+    /// DataSketches' binomial bounds at num_std_devs in [1, 3] (else
+    /// std::invalid_argument); both are retained() outside estimation mode.
+    [[nodiscard]] double lower_bound(int num_std_devs) const;
+    [[nodiscard]] double upper_bound(int num_std_devs) const;
+    /// The sampling threshold as a fraction in (0, 1], and as DataSketches' integer.
+    [[nodiscard]] double theta() const noexcept;
+    [[nodiscard]] std::uint64_t theta64() const noexcept { return theta_; }
+    /// Hashes retained (below theta).
+    [[nodiscard]] std::uint32_t retained() const noexcept { return count_; }
+    /// theta < 1 and not empty: the estimate is a sample's, not an exact count.
+    [[nodiscard]] bool estimation_mode() const noexcept { return theta_ < max_theta && !empty(); }
+    [[nodiscard]] int lg_k() const noexcept { return lg_k_; }
+    /// The retained 63-bit hashes in ascending order.
+    [[nodiscard]] std::vector<std::uint64_t> hashes() const;
+    /// Whether the 63-bit hash `h` (as hashes() lists them) is retained.
+    [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept;
+
+    /// Union in place (the framework's rule: theta = min of both, the hashes
+    /// below it, trimmed to the k smallest). Needs the same lg_k (else
+    /// std::invalid_argument, *this unchanged); theta_union takes any lg_k.
+    /// Merging an empty sketch changes nothing; merging into an empty one copies.
+    ThetaSketch& merge(const ThetaSketch& other);
+    [[nodiscard]] bool mergeable_with(const ThetaSketch& other) const noexcept { return lg_k_ == other.lg_k_; }
+
+    /// add calls that counted an item, summed over merges and unions
+    /// (intersections and differences carry their first input's); 0 for a
+    /// sketch read from DataSketches bytes, which do not record it.
+    [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
+    /// No item was ever counted (DataSketches' is_empty()).
+    [[nodiscard]] bool empty() const noexcept { return !nonempty_ && total_ == 0; }
+    /// Back to a new sketch of the same lg_k.
+    void clear() noexcept;
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return sizeof(*this) + slots_.capacity() * sizeof(std::uint64_t);
+    }
+
+    /// The tally frame (Family::theta, version 1); layout after the class.
+    [[nodiscard]] std::vector<std::byte> serialize() const;
+    /// Reads serialize() bytes; tally::FormatError for anything else.
+    [[nodiscard]] static ThetaSketch deserialize(std::span<const std::byte> bytes);
+
+    /// DataSketches' compact ordered image: serial version 3, or version 4
+    /// (delta bit-packed) when `compressed` and DataSketches would compress.
+    /// Layout in sketch/detail/theta_datasketches.hpp.
+    [[nodiscard]] std::vector<std::byte> to_datasketches(bool compressed = false) const;
+    /// Reads a compact theta image of serial version 1-4 (Java, C++, Python,
+    /// Druid). Checks the sketch type, the seed hash (seed 9001) and every
+    /// length, and that each hash lies below theta once (tally::FormatError).
+    /// The sketch gets lg_k (raised, up to 26, until it holds the image's
+    /// hashes); estimates and bounds equal DataSketches' for the same bytes.
+    [[nodiscard]] static ThetaSketch from_datasketches(std::span<const std::byte> bytes, int lg_k = default_lg_k);
+
+  private:
+    friend struct ThetaAccess;
+    void offer(std::uint64_t h) noexcept;
+    void insert(std::uint64_t h) noexcept;
+    void grow_or_rebuild() noexcept;
+    void assign_hashes(const std::uint64_t* h, std::size_t n, std::uint64_t theta);
+
+    std::uint64_t theta_ = max_theta;
+    std::uint64_t total_ = 0;
+    std::uint32_t count_ = 0;
+    std::uint32_t capacity_ = 0;
+    std::uint8_t lg_k_ = default_lg_k;
+    std::uint8_t lg_size_ = 0;
+    bool nonempty_ = false;  // counted something before (total_ may be 0: DataSketches images, set operations)
+    std::vector<std::uint64_t> slots_;
+};
+
+/// The union of two sketches: theta = min(theta_a, theta_b), the distinct
+/// hashes below it, trimmed to the k smallest (k = 2^max(lg_k)). Same result
+/// as DataSketches' theta_union of the two. Empty when both are.
+[[nodiscard]] ThetaSketch theta_union(const ThetaSketch& a, const ThetaSketch& b);
+/// The union of many; lg_k 0 means the largest of the inputs' (12 for none).
+[[nodiscard]] ThetaSketch theta_union(std::span<const ThetaSketch> sketches, int lg_k = 0);
+[[nodiscard]] ThetaSketch theta_union(std::span<const ThetaSketch* const> sketches, int lg_k = 0);
+
+/// The intersection: theta = min of the inputs', the hashes below it retained
+/// by every input. Empty when any input is. lg_k of the first input.
+[[nodiscard]] ThetaSketch theta_intersection(const ThetaSketch& a, const ThetaSketch& b);
+/// Of a non-empty span (else std::invalid_argument).
+[[nodiscard]] ThetaSketch theta_intersection(std::span<const ThetaSketch> sketches);
+[[nodiscard]] ThetaSketch theta_intersection(std::span<const ThetaSketch* const> sketches);
+
+/// The difference A-not-B: theta = min(theta_a, theta_b), the hashes of `a`
+/// below it that `b` does not retain. a itself when a or b is empty.
+[[nodiscard]] ThetaSketch theta_a_not_b(const ThetaSketch& a, const ThetaSketch& b);
+
+// ---- tally frame -----------------------------------------------------------
+//
+// Family::theta, version 1, after the 8-byte frame header:
+//   u8  lg_k (5..26)
+//   u8  flags: 1 = non-empty (counted something though total may be 0)
+//   u64 theta (1 .. 2^63 - 1)
+//   varint total
+//   u32 count (<= floor(15/16 * 2^(lg_k+1)))
+//   count varints: the ascending hashes as deltas (the first from 0), each > 0
+//   and the last below theta.
+// An empty sketch has flags 0, total 0, theta 2^63 - 1 and count 0.
+
+// ---- implementation --------------------------------------------------------
+
+inline ThetaSketch::ThetaSketch(int lg_k) {
+    detail::check_range("tally::ThetaSketch", "lg_k", lg_k, min_lg_k, max_lg_k);
+    lg_k_ = static_cast<std::uint8_t>(lg_k);
+    lg_size_ = static_cast<std::uint8_t>(detail::theta_start_lg_size(lg_k));
+    capacity_ = detail::theta_capacity(lg_size_, lg_k);
+    slots_.assign(std::size_t{1} << lg_size_, 0);
+}
+
+template <class T>
+TALLY_ALWAYS_INLINE void ThetaSketch::add(const T& item) noexcept {
+    detail::Hash128 h;
+    if (!detail::ds_hll_hash_item(item, h)) return;
+    ++total_;
+    offer(h.h1 >> 1);
+}
+
+TALLY_ALWAYS_INLINE void ThetaSketch::add_hash(std::uint64_t h1) noexcept {
+    ++total_;
+    offer(h1 >> 1);
+}
+
+TALLY_ALWAYS_INLINE void ThetaSketch::offer(std::uint64_t h) noexcept {
+    // One compare rejects both 0 (never retained) and h >= theta.
+    if (TALLY_LIKELY(h - 1 >= theta_ - 1)) return;
+    insert(h);
+}
+
+TALLY_DETAIL_THETA_NOINLINE inline void ThetaSketch::insert(std::uint64_t h) noexcept {
+    const std::size_t i = detail::theta_probe(slots_.data(), slots_.size() - 1, h);
+    if (slots_[i] == h) return;
+    slots_[i] = h;
+    if (++count_ > capacity_) grow_or_rebuild();
+}
+
+inline void ThetaSketch::grow_or_rebuild() noexcept {
+    // The vectors below are at most 2^27 slots; allocation failure terminates
+    // (noexcept), as it would for any add that must grow its table.
+    if (lg_size_ <= lg_k_) {
+        const int lg = std::min(lg_size_ + detail::theta_lg_resize, lg_k_ + 1);
+        std::vector<std::uint64_t> next(std::size_t{1} << lg, 0);
+        const std::size_t mask = next.size() - 1;
+        for (const std::uint64_t v : slots_)
+            if (v != 0) next[detail::theta_probe(next.data(), mask, v)] = v;
+        slots_.swap(next);
+        lg_size_ = static_cast<std::uint8_t>(lg);
+        capacity_ = detail::theta_capacity(lg, lg_k_);
+        return;
+    }
+    // Rebuild: keep the k smallest, theta = the (k+1)-th (DataSketches' rule).
+    const std::size_t k = std::size_t{1} << lg_k_;
+    std::vector<std::uint64_t> live;
+    live.reserve(count_);
+    for (const std::uint64_t v : slots_)
+        if (v != 0) live.push_back(v);
+    std::nth_element(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(k), live.end());
+    theta_ = live[k];
+    std::fill(slots_.begin(), slots_.end(), 0);
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t j = 0; j < k; ++j) slots_[detail::theta_probe(slots_.data(), mask, live[j])] = live[j];
+    count_ = static_cast<std::uint32_t>(k);
+}
+
+// Replaces the retained hashes by h[0..n) (distinct, each in [1, theta)),
+// with a table sized for them as the update sketch would have grown it.
+inline void ThetaSketch::assign_hashes(const std::uint64_t* h, std::size_t n, std::uint64_t theta) {
+    const int lg = detail::theta_lg_size_for(static_cast<std::uint32_t>(n), lg_k_);
+    slots_.assign(std::size_t{1} << lg, 0);
+    lg_size_ = static_cast<std::uint8_t>(lg);
+    capacity_ = detail::theta_capacity(lg, lg_k_);
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t j = 0; j < n; ++j) slots_[detail::theta_probe(slots_.data(), mask, h[j])] = h[j];
+    count_ = static_cast<std::uint32_t>(n);
+    theta_ = theta;
+}
+
+inline double ThetaSketch::theta() const noexcept {
+    return static_cast<double>(theta_) / static_cast<double>(max_theta);
+}
+
+inline double ThetaSketch::estimate() const noexcept { return static_cast<double>(count_) / theta(); }
+
+inline double ThetaSketch::lower_bound(int num_std_devs) const {
+    detail::check_range("tally::ThetaSketch::lower_bound", "num_std_devs", num_std_devs, 1, 3);
+    if (!estimation_mode()) return static_cast<double>(count_);
+    return detail::theta_lower_bound(count_, theta(), num_std_devs);
+}
+
+inline double ThetaSketch::upper_bound(int num_std_devs) const {
+    detail::check_range("tally::ThetaSketch::upper_bound", "num_std_devs", num_std_devs, 1, 3);
+    if (!estimation_mode()) return static_cast<double>(count_);
+    return detail::theta_upper_bound(count_, theta(), num_std_devs);
+}
+
+inline std::vector<std::uint64_t> ThetaSketch::hashes() const {
+    std::vector<std::uint64_t> out;
+    out.reserve(count_);
+    for (const std::uint64_t v : slots_)
+        if (v != 0) out.push_back(v);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+inline bool ThetaSketch::contains_hash(std::uint64_t h) const noexcept {
+    return h != 0 && detail::theta_table_contains(slots_, h);
+}
+
+inline void ThetaSketch::clear() noexcept {
+    // The starting table is never larger than the current one: no allocation.
+    theta_ = max_theta;
+    total_ = 0;
+    count_ = 0;
+    nonempty_ = false;
+    lg_size_ = static_cast<std::uint8_t>(detail::theta_start_lg_size(lg_k_));
+    capacity_ = detail::theta_capacity(lg_size_, lg_k_);
+    slots_.resize(std::size_t{1} << lg_size_);
+    std::fill(slots_.begin(), slots_.end(), 0);
+}
+
+/// Builds set-operation results (friend of ThetaSketch).
+struct ThetaAccess {
+    static ThetaSketch make(int lg_k, bool empty, std::uint64_t theta, const std::uint64_t* h, std::size_t n,
+                            std::uint64_t total) {
+        ThetaSketch s(lg_k);
+        if (empty) return s;
+        s.nonempty_ = true;
+        s.total_ = total;
+        s.assign_hashes(h, n, theta);
+        return s;
+    }
+    static const std::vector<std::uint64_t>& slots(const ThetaSketch& s) noexcept { return s.slots_; }
+};
+
+namespace detail {
+
+template <class Get>
+ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
+    std::uint64_t theta = theta_max;
+    std::uint64_t total = 0;
+    std::size_t room = 0;
+    bool any = false;
+    int max_lg = ThetaSketch::default_lg_k;
+    bool first = true;
+    for (std::size_t i = 0; i < m; ++i) {
+        const ThetaSketch& s = get(i);
+        max_lg = first ? s.lg_k() : std::max(max_lg, s.lg_k());
+        first = false;
+        total += s.total();
+        if (s.empty()) continue;
+        any = true;
+        theta = std::min(theta, s.theta64());
+        room += ThetaAccess::slots(s).size();
+    }
+    if (lg_k == 0) lg_k = max_lg;
+    detail::check_range("tally::theta_union", "lg_k", lg_k, ThetaSketch::min_lg_k, ThetaSketch::max_lg_k);
+    if (!any) return ThetaAccess::make(lg_k, true, theta_max, nullptr, 0, total);
+    std::vector<std::uint64_t> pool(room);
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+        const ThetaSketch& s = get(i);
+        if (!s.empty()) n = theta_gather_below(ThetaAccess::slots(s), theta, pool.data(), n);
+    }
+    std::vector<std::uint64_t> kept;
+    const std::uint64_t new_theta = theta_select_smallest(pool, n, theta, std::size_t{1} << lg_k, kept);
+    return ThetaAccess::make(lg_k, false, new_theta, kept.data(), kept.size(), total);
+}
+
+template <class Get>
+ThetaSketch theta_intersection_of(std::size_t m, Get get) {
+    if (m == 0) throw_invalid_argument("tally::theta_intersection: no sketches (need at least one)");
+    std::uint64_t theta = theta_max;
+    std::size_t smallest = 0;
+    bool any_empty = false;
+    for (std::size_t i = 0; i < m; ++i) {
+        const ThetaSketch& s = get(i);
+        any_empty |= s.empty();
+        theta = std::min(theta, s.theta64());
+        if (s.retained() < get(smallest).retained()) smallest = i;
+    }
+    const ThetaSketch& first = get(0);
+    if (any_empty) return ThetaAccess::make(first.lg_k(), true, theta_max, nullptr, 0, 0);
+    const auto& probe_slots = ThetaAccess::slots(get(smallest));
+    std::vector<std::uint64_t> kept(probe_slots.size());
+    std::size_t n = 0;
+    const std::uint64_t limit = theta - 1;
+    for (const std::uint64_t v : probe_slots) {
+        if (v - 1 >= limit) continue;
+        bool all = true;
+        for (std::size_t i = 0; i < m && all; ++i)
+            if (i != smallest) all = theta_table_contains(ThetaAccess::slots(get(i)), v);
+        kept[n] = v;
+        n += all ? 1 : 0;
+    }
+    const bool empty = n == 0 && theta == theta_max;
+    return ThetaAccess::make(first.lg_k(), empty, theta, kept.data(), n, first.total());
+}
+
+}  // namespace detail
+
+inline ThetaSketch& ThetaSketch::merge(const ThetaSketch& other) {
+    if (!mergeable_with(other))
+        detail::throw_invalid_argument("tally::ThetaSketch::merge: lg_k " + std::to_string(other.lg_k_) +
+                                       " differs from this sketch's " + std::to_string(lg_k_) +
+                                       " (use theta_union for sketches of different lg_k)");
+    if (other.empty()) return *this;
+    if (empty()) {
+        *this = other;
+        return *this;
+    }
+    const ThetaSketch* both[2] = {this, &other};
+    *this = theta_union(std::span<const ThetaSketch* const>(both, 2), lg_k_);
+    return *this;
+}
+
+inline ThetaSketch theta_union(std::span<const ThetaSketch* const> sketches, int lg_k) {
+    return detail::theta_union_of(
+        sketches.size(), [&](std::size_t i) -> const ThetaSketch& { return *sketches[i]; }, lg_k);
+}
+
+inline ThetaSketch theta_union(std::span<const ThetaSketch> sketches, int lg_k) {
+    return detail::theta_union_of(
+        sketches.size(), [&](std::size_t i) -> const ThetaSketch& { return sketches[i]; }, lg_k);
+}
+
+inline ThetaSketch theta_union(const ThetaSketch& a, const ThetaSketch& b) {
+    const ThetaSketch* both[2] = {&a, &b};
+    return theta_union(std::span<const ThetaSketch* const>(both, 2), 0);
+}
+
+inline ThetaSketch theta_intersection(std::span<const ThetaSketch* const> sketches) {
+    return detail::theta_intersection_of(sketches.size(),
+                                         [&](std::size_t i) -> const ThetaSketch& { return *sketches[i]; });
+}
+
+inline ThetaSketch theta_intersection(std::span<const ThetaSketch> sketches) {
+    return detail::theta_intersection_of(sketches.size(),
+                                         [&](std::size_t i) -> const ThetaSketch& { return sketches[i]; });
+}
+
+inline ThetaSketch theta_intersection(const ThetaSketch& a, const ThetaSketch& b) {
+    const ThetaSketch* both[2] = {&a, &b};
+    return theta_intersection(std::span<const ThetaSketch* const>(both, 2));
+}
+
+inline ThetaSketch theta_a_not_b(const ThetaSketch& a, const ThetaSketch& b) {
+    if (a.empty() || b.empty()) return a;
+    const std::uint64_t theta = std::min(a.theta64(), b.theta64());
+    const auto& sa = ThetaAccess::slots(a);
+    const auto& sb = ThetaAccess::slots(b);
+    std::vector<std::uint64_t> kept(sa.size());
+    std::size_t n = 0;
+    const std::uint64_t limit = theta - 1;
+    if (b.retained() == 0) {
+        n = detail::theta_gather_below(sa, theta, kept.data(), 0);
+    } else {
+        for (const std::uint64_t v : sa) {
+            if (v - 1 >= limit) continue;
+            kept[n] = v;
+            n += detail::theta_table_contains(sb, v) ? 0 : 1;
+        }
+    }
+    const bool empty = n == 0 && theta == ThetaSketch::max_theta;
+    return ThetaAccess::make(a.lg_k(), empty, theta, kept.data(), n, a.total());
+}
+
+// ---- bytes -----------------------------------------------------------------
+
+inline std::vector<std::byte> ThetaSketch::serialize() const {
+    const std::vector<std::uint64_t> h = hashes();
+    ByteWriter w(8 + 24 + 9 * h.size());
+    w.header(Family::theta, 1);
+    w.u8(lg_k_);
+    w.u8(empty() ? 0 : 1);
+    w.u64(theta_);
+    w.varint(total_);
+    w.u32(static_cast<std::uint32_t>(h.size()));
+    std::uint64_t prev = 0;
+    for (const std::uint64_t v : h) {
+        w.varint(v - prev);
+        prev = v;
+    }
+    return w.take();
+}
+
+inline ThetaSketch ThetaSketch::deserialize(std::span<const std::byte> bytes) {
+    ByteReader r(bytes);
+    r.header(Family::theta, 1);
+    const int lg_k = r.u8();
+    format_check(lg_k >= min_lg_k && lg_k <= max_lg_k, "ThetaSketch: lg_k is out of range [5, 26]");
+    const std::uint8_t flags = r.u8();
+    format_check(flags <= 1, "ThetaSketch: unknown flag bits");
+    const std::uint64_t theta = r.u64();
+    format_check(theta >= 1 && theta <= max_theta, "ThetaSketch: theta is out of range [1, 2^63 - 1]");
+    const std::uint64_t total = r.varint();
+    const std::uint64_t count =
+        r.count(r.u32(), 1, detail::theta_capacity(lg_k + 1, lg_k), "ThetaSketch hash");
+    if (flags == 0)
+        format_check(total == 0 && theta == max_theta && count == 0,
+                     "ThetaSketch: an empty sketch has total 0, theta 1 and no hashes");
+    std::vector<std::uint64_t> h(static_cast<std::size_t>(count));
+    std::uint64_t prev = 0;
+    for (auto& v : h) {
+        const std::uint64_t d = r.varint();
+        format_check(d > 0 && d < theta - prev, "ThetaSketch: hashes are not ascending below theta");
+        prev += d;
+        v = prev;
+    }
+    r.expect_end();
+    ThetaSketch s(lg_k);
+    if (flags == 0) return s;
+    s.nonempty_ = true;
+    s.total_ = total;
+    s.assign_hashes(h.data(), h.size(), theta);
+    return s;
+}
+
+inline std::vector<std::byte> ThetaSketch::to_datasketches(bool compressed) const {
+    return detail::ds_theta_encode(empty(), empty() ? max_theta : theta_, hashes(), compressed);
+}
+
+inline ThetaSketch ThetaSketch::from_datasketches(std::span<const std::byte> bytes, int lg_k) {
+    detail::check_range("tally::ThetaSketch::from_datasketches", "lg_k", lg_k, min_lg_k, max_lg_k);
+    detail::DsThetaImage img = detail::ds_theta_decode(bytes);
+    while (lg_k < max_lg_k && img.hashes.size() > detail::theta_capacity(lg_k + 1, lg_k)) ++lg_k;
+    if (img.hashes.size() > detail::theta_capacity(lg_k + 1, lg_k))
+        detail::ds_theta_fail(std::to_string(img.hashes.size()) + " hashes exceed what lg_k 26 holds");
+    ThetaSketch s(lg_k);
+    if (img.empty) return s;
+    s.nonempty_ = true;
+    s.assign_hashes(img.hashes.data(), img.hashes.size(), img.theta);
+    return s;
+}
+
+TALLY_END_NAMESPACE
