@@ -67,7 +67,7 @@ int main() {
     }
 
     const double skipped_rate = static_cast<double>(skipped_new) / static_cast<double>(exact.size());
-    const double count = seen.approximate_count();
+    const double count = seen.estimate();
     const double count_err = std::fabs(count / static_cast<double>(fetched) - 1.0);  // keys actually added
     std::printf("visits 200000, distinct URLs %zu, fetched %llu\n", exact.size(),
                 static_cast<unsigned long long>(fetched));
@@ -76,19 +76,19 @@ int main() {
                 static_cast<unsigned long long>(skipped_new), 100 * skipped_rate, 100 * fpp);
     std::printf("filter: %zu bytes = %.2f bits/URL, k = %u; an unordered_set of these strings needs > %zu bytes\n",
                 seen.bit_bytes(), seen.bits_per_item(), seen.hash_count(), exact.size() * (32 + 60));
-    std::printf("fill: approximate_count %.0f (error %.2f%%), estimated_fpp %.4f%%, over_capacity %s\n", count,
+    std::printf("fill: estimate %.0f (error %.2f%%), estimated_fpp %.4f%%, over_capacity %s\n", count,
                 100 * count_err, 100 * seen.estimated_fpp(), seen.over_capacity() ? "yes" : "no");
     const bool full_ok = !seen.over_capacity() || seen.estimated_fpp() > fpp;
 
     // The crawl keeps going past the design count: 30K more new URLs.
     for (std::uint64_t d = distinct_expected; d < distinct_expected + 30'000; ++d) seen.add(url(d));
-    std::printf("after 30000 more new URLs: approximate_count %.0f, estimated_fpp %.3f%%, over_capacity %s\n",
-                seen.approximate_count(), 100 * seen.estimated_fpp(), seen.over_capacity() ? "yes" : "no");
+    std::printf("after 30000 more new URLs: estimate %.0f, estimated_fpp %.3f%%, over_capacity %s\n",
+                seen.estimate(), 100 * seen.estimated_fpp(), seen.over_capacity() ? "yes" : "no");
 
     bool ok = true;
     if (duplicates_fetched != 0) ok = false, std::printf("FAIL: a duplicate got through\n");
     if (skipped_rate > fpp) ok = false, std::printf("FAIL: more than %.1f%% of new URLs skipped\n", 100 * fpp);
-    if (count_err > 0.03) ok = false, std::printf("FAIL: approximate_count off by more than 3%%\n");
+    if (count_err > 0.03) ok = false, std::printf("FAIL: estimate off by more than 3%%\n");
     if (!full_ok) ok = false, std::printf("FAIL: over_capacity inconsistent with estimated_fpp\n");
     if (!seen.over_capacity()) ok = false, std::printf("FAIL: 160%% of the design count not flagged\n");
     std::printf("%s\n", ok ? "OK" : "FAILED");

@@ -76,7 +76,7 @@ int main() {
     const double sent[] = {10, 10, 10, 10, 10, 10, 5000, 4000};
     for (int round = 0; round < 100; ++round)
         for (std::size_t i = 0; i < 8; ++i) users.add(names[i] + std::to_string(round), sent[i]);
-    std::printf("weighted sample of 3 users out of %llu by bytes sent:", static_cast<unsigned long long>(users.seen()));
+    std::printf("weighted sample of 3 users out of %llu by bytes sent:", static_cast<unsigned long long>(users.items_seen()));
     int heavy = 0;
     for (const auto& u : users.sample()) {
         std::printf(" %s", u.c_str());

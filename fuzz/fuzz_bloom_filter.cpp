@@ -7,6 +7,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return tally::fuzz::deserialize_one<B>(data, size, [](const B& b) {
         (void)b.contains(std::uint64_t{7});
         (void)b.estimated_fpp();
-        (void)b.approximate_count();
+        (void)b.estimate();
     });
 }

@@ -409,7 +409,7 @@ TEST_CASE("merge is the filter of the union", "[bloom][merge]") {
     for (std::uint64_t i = 30'000; i < 80'000; ++i) u.add(i);  // the overlap twice: total() counts repeats
     CHECK(tally::merged(a, b).serialize() == u.serialize());
     CHECK(tally::merged(a, b).total() == 100'000);
-    CHECK(tally::merged(a, b).approximate_count() == Catch::Approx(80'000).epsilon(0.03));
+    CHECK(tally::merged(a, b).estimate() == Catch::Approx(80'000).epsilon(0.03));
 
     const BloomFilter<64> empty(50'000, 0.01);
     const auto c = filled<64>(50'000, 0.01, 1'000'000);
@@ -452,7 +452,7 @@ TEST_CASE("serialization: golden bytes, round trip, bad bytes", "[bloom][seriali
     CHECK(to_hex(bytes) == golden);
 
     // Version 1 (the same without total) is still read; total() is then the
-    // rounded approximate_count() of the bits.
+    // rounded estimate() of the bits.
     const std::string golden_v1 = std::string("54414c5905010000") + "2000" + "04" + "00" + "0700000000000000" +
                                   "3c00000000000000" + "9a9999999999a93f" + "0200000000000000" + bits;
     std::vector<std::byte> v1;
@@ -504,11 +504,11 @@ TEST_CASE("serialization: golden bytes, round trip, bad bytes", "[bloom][seriali
     CHECK_THROWS_AS(BloomFilter<32>::deserialize(bigger), tally::FormatError);
 }
 
-TEST_CASE("fill: approximate_count, estimated_fpp and over_capacity", "[bloom][fill]") {
+TEST_CASE("fill: estimate, estimated_fpp and over_capacity", "[bloom][fill]") {
     const std::size_t n = 100'000;
     BloomFilter<> f(n, 0.01);
     CHECK(f.estimated_fpp() == 0.0);
-    CHECK(f.approximate_count() == 0.0);
+    CHECK(f.estimate() == 0.0);
     CHECK_FALSE(f.over_capacity());
 
     std::uint64_t next = 0;
@@ -516,20 +516,20 @@ TEST_CASE("fill: approximate_count, estimated_fpp and over_capacity", "[bloom][f
         for (; next < upto; ++next) f.add(next);
     };
     feed(n / 2);
-    CHECK(f.approximate_count() == Catch::Approx(n / 2).epsilon(0.03));
+    CHECK(f.estimate() == Catch::Approx(n / 2).epsilon(0.03));
     CHECK(f.estimated_fpp() < 0.01 / 5);
     CHECK_FALSE(f.over_capacity());
     feed(n * 8 / 10);
     CHECK_FALSE(f.over_capacity());
     feed(n);
-    CHECK(f.approximate_count() == Catch::Approx(n).epsilon(0.03));
+    CHECK(f.estimate() == Catch::Approx(n).epsilon(0.03));
     CHECK(f.estimated_fpp() == Catch::Approx(f.design_fpp()).epsilon(0.1));
     // Duplicates change nothing: the filter counts distinct keys.
     for (std::uint64_t i = 0; i < n; ++i) f.add(i);
-    CHECK(f.approximate_count() == Catch::Approx(n).epsilon(0.03));
+    CHECK(f.estimate() == Catch::Approx(n).epsilon(0.03));
     feed(n * 125 / 100);
     CHECK(f.over_capacity());
-    CHECK(f.approximate_count() == Catch::Approx(n * 1.25).epsilon(0.03));
+    CHECK(f.estimate() == Catch::Approx(n * 1.25).epsilon(0.03));
     const double est = f.estimated_fpp();
     const double measured = measured_fpr(f, 500'000);
     CHECK(est == Catch::Approx(measured).epsilon(0.1));
@@ -547,7 +547,7 @@ TEST_CASE("fill: approximate_count, estimated_fpp and over_capacity", "[bloom][f
     BloomFilter<> tiny(1, 0.5);
     for (std::uint64_t i = 0; i < 100'000; ++i) tiny.add(i);
     CHECK(tiny.set_bits() == tiny.block_count() * BloomFilter<>::block_bits);
-    CHECK(std::isinf(tiny.approximate_count()));
+    CHECK(std::isinf(tiny.estimate()));
     CHECK(tiny.estimated_fpp() == 1.0);
 }
 

@@ -262,7 +262,7 @@ TEST_CASE("CountMin: add, add_hash, seeds and item types agree", "[count_min]") 
         s0.add(i);
         s1.add(i);
     }
-    CHECK(!std::ranges::equal(s0.counters(), s1.counters()));
+    CHECK(!std::ranges::equal(s0.counts(), s1.counts()));
     CHECK(s0.total() == s1.total());
 
     // exact when nothing collides: one key
@@ -273,8 +273,8 @@ TEST_CASE("CountMin: add, add_hash, seeds and item types agree", "[count_min]") 
     // every width is honoured (not rounded to a power of two) and every column is reachable
     CountMin<> odd(3, 1);
     for (int i = 0; i < 1000; ++i) odd.add(i);
-    REQUIRE(odd.counters().size() == 3);
-    for (const auto c : odd.counters()) CHECK(c > 250);
+    REQUIRE(odd.counts().size() == 3);
+    for (const auto c : odd.counts()) CHECK(c > 250);
 }
 
 TEST_CASE("CountMin with_error sizing and accessors", "[count_min]") {
@@ -376,8 +376,8 @@ TEMPLATE_TEST_CASE("CountMin merge laws and merge equals the sketch of the conca
         // the merge of conservative sketches is an upper bound that stays
         // within the standard sketch of the union (so epsilon * N holds),
         // counter by counter
-        const auto merged_cells = abc.counters();
-        const auto standard_cells = all_standard.counters();
+        const auto merged_cells = abc.counts();
+        const auto standard_cells = all_standard.counts();
         for (std::size_t i = 0; i < merged_cells.size(); ++i) CHECK(merged_cells[i] <= standard_cells[i]);
         // but it is looser than conservative update over the whole stream
         std::uint64_t err_merged = 0, err_whole = 0;
@@ -423,7 +423,7 @@ TEST_CASE("CountMin hashes rows as documented, and seeds change every row", "[co
     const Seed s = Seed::random();
     CountMin<> a(1000, 4, s), b(1000, 4, s), c(1000, 4, Seed::random());
     for (int i = 0; i < 100; ++i) a.add(i), b.add(i + 100), c.add(i);
-    CHECK(!std::ranges::equal(a.counters(), c.counters()));
+    CHECK(!std::ranges::equal(a.counts(), c.counts()));
     auto back = CountMin<>::deserialize(a.serialize());
     CHECK(back.seed() == s);
     back.merge(b);  // equal seeds merge

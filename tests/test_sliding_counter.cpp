@@ -545,11 +545,6 @@ TEST_CASE("State primitives: external states, is_fresh, retry_after_ns, drain_ns
     CHECK_FALSE(policy.is_fresh(s, 45));  // bucket 1 is the oldest of bucket 4
     CHECK(policy.is_fresh(s, 50));
     CHECK_FALSE(policy.is_fresh(s, 5));  // behind newest: not like a fresh state
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    CHECK(policy.is_empty(s, 50));  // the former (deprecated) name answers alike
-    CHECK_FALSE(policy.is_empty(s, 45));
-#pragma GCC diagnostic pop
     // a key's state is independent of the policy's own state
     CHECK(policy.counts() == std::array<u32, 4>{});
     CHECK(policy.allow(s, 15, 4));

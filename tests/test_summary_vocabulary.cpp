@@ -1,9 +1,14 @@
 // Every summary answers the same observers (total, empty, memory_bytes, clear)
 // and is a MergeableSummary: pinned at compile time, then checked for meaning.
+// One name per idea: each summary's vocabulary is one block of STATIC_REQUIREs
+// below ("one name per idea"); a new summary adds its own block.
 #include <tally/tally.hpp>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 
@@ -26,7 +31,89 @@ void check_observers(S s, auto&& add_one) {
     CHECK(s.mergeable_with(fresh_copy_before_clear));  // clear keeps the parameters
 }
 
+// The ideas, one name each.
+template <class S, class... Item>  // point query: estimate(item), or estimate() for a whole-stream count
+concept Estimates = requires(const S& s, const Item&... x) { s.estimate(x...); };
+template <class S>  // add an item by its 64-bit Hasher hash
+concept AddsHash = requires(S& s, std::uint64_t h) { s.add_hash(h); };
+template <class S, class... Args>  // checked add: false (nothing changed) when the item is refused
+concept TriesAdd = requires(S& s, Args... a) { { s.try_add(a...) } -> std::same_as<bool>; };
+template <class S, class Item>  // a batch of items, faster than one add each
+concept AddsRange = requires(S& s, const std::vector<Item>& v) { s.add_range(v); };
+template <class S>  // the additive error bound of its estimates
+concept BoundsError = requires(const S& s) { s.error_bound(); };
+template <class S>  // per-slot counts (cells, buckets)
+concept HasCounts = requires(const S& s) { s.counts(); };
+// Retired names: none of them may come back.
+template <class S>
+concept RetiredNames = requires(const S& s) { s.seen(); } || requires(const S& s) { s.total_weight(); } ||
+                       requires(const S& s) { s.floor(); } || requires(const S& s) { s.approximate_count(); } ||
+                       requires(const S& s) { s.counters(); } || requires(const S& s) { s.count(); };
+template <class S>
+concept RetiredFloor = requires(const S& s) { s.floor(); };
+template <class S>
+concept RetiredIsEmpty = requires(const S& c, const typename S::State& st) { c.is_empty(st, std::uint64_t{0}); };
+
 }  // namespace
+
+TEST_CASE("one name per idea", "[summary][vocabulary]") {
+    using u64 = std::uint64_t;
+    using HLL = tally::HyperLogLog;
+    STATIC_REQUIRE((Estimates<HLL> && AddsHash<HLL> && !RetiredNames<HLL>));
+    using CM = tally::CountMin<>;
+    STATIC_REQUIRE((Estimates<CM, u64> && AddsHash<CM> && BoundsError<CM> && HasCounts<CM> && !RetiredNames<CM>));
+    using Top = tally::TopK<u64>;  // TopK::counters() is the table's capacity, a number, not per-slot counts
+    STATIC_REQUIRE((Estimates<Top, u64> && BoundsError<Top> && !RetiredFloor<Top>));
+    using Bloom = tally::BloomFilter<>;
+    STATIC_REQUIRE((Estimates<Bloom> && AddsHash<Bloom> && AddsRange<Bloom, u64> && !RetiredNames<Bloom>));
+    STATIC_REQUIRE(!std::is_constructible_v<Bloom, std::size_t, double, std::uint64_t>);  // a seed is a tally::Seed
+    using Res = tally::Reservoir<u64>;
+    STATIC_REQUIRE((AddsRange<Res, u64> && !RetiredNames<Res>));
+    using WRes = tally::WeightedReservoir<u64>;
+    STATIC_REQUIRE((TriesAdd<WRes, u64, double> && !RetiredNames<WRes>));
+    using TD = tally::TDigest;
+    STATIC_REQUIRE((TriesAdd<TD, double> && TriesAdd<TD, double, double> && !RetiredNames<TD>));
+    using SC = tally::SlidingCounter<std::uint32_t, 8>;
+    STATIC_REQUIRE((HasCounts<SC> && !RetiredNames<SC>));
+    STATIC_REQUIRE(!RetiredIsEmpty<SC>);
+    using WTD = tally::Windowed<TD, 4>;
+    STATIC_REQUIRE((TriesAdd<WTD, u64, double> && !TriesAdd<tally::Windowed<HLL, 4>, u64, u64>));
+
+    // ...and each name means its idea.
+    Bloom b(10'000, 0.01);
+    std::vector<u64> keys(5000);
+    for (u64 i = 0; i < keys.size(); ++i) keys[i] = i * 7919;
+    b.add_range(keys);
+    CHECK(b.total() == 5000);
+    CHECK(b.estimate() == Catch::Approx(5000).epsilon(0.03));
+    for (const u64 k : keys) REQUIRE(b.contains(k));
+    CM cm(64, 4);
+    cm.add(u64{1}, 5);
+    u64 cells = 0;
+    for (const auto c : cm.counts()) cells += c;
+    CHECK(cells == 4 * 5);  // one cell per row took the count
+    WRes wr(4, 1);
+    CHECK_FALSE(wr.try_add(1, -1.0));
+    CHECK_FALSE(wr.try_add(1, std::numeric_limits<double>::quiet_NaN()));
+    CHECK(wr.empty());
+    CHECK(wr.try_add(1, 2.0));
+    CHECK(wr.items_seen() == 1);
+    CHECK(wr.total() == 2.0);
+    WTD w(1000, TD());
+    CHECK_FALSE(w.try_add(1500, std::numeric_limits<double>::quiet_NaN()));
+    CHECK(w.empty());
+    CHECK(w.try_add(1500, 2.5));
+    CHECK(w.try_add(1200, 3.5));     // same bucket
+    CHECK(w.try_add(2500, 1.0));     // the next bucket
+    CHECK(w.try_add(1700, 4.0));     // late, into a closed bucket
+    CHECK_FALSE(w.try_add(1800, std::numeric_limits<double>::quiet_NaN()));  // late and refused: nothing changes
+    CHECK(w.total() == 4);
+    CHECK(w.view(2500).total() == 4);
+    CHECK(w.view(2500).max() == 4.0);
+    CHECK(w.try_add(10'500, 1.0));   // far ahead: the ring moves and takes it
+    CHECK_FALSE(w.try_add(100, 1.0));  // older than the ring: dropped
+    CHECK(w.dropped() == 1);
+}
 
 TEST_CASE("every summary answers total, empty, memory_bytes and clear alike", "[summary]") {
     check_observers(tally::HyperLogLog(12), [](auto& s) { s.add(std::uint64_t{42}); });

@@ -142,7 +142,7 @@ TEST_CASE("WeightedReservoir: bad weights throw and change nothing; try_add retu
                       "tally::WeightedReservoir::add: weight inf is out of range (0, 1.7976931348623157e+308]");
     CHECK(r.try_add(1, std::numeric_limits<double>::denorm_min()));
     CHECK(r.try_add(1, std::numeric_limits<double>::max()));
-    CHECK(r.seen() == 12);
+    CHECK(r.items_seen() == 12);
 }
 
 TEST_CASE("WeightedReservoir fills, then keeps k, without repeats", "[weighted_reservoir]") {
@@ -154,7 +154,7 @@ TEST_CASE("WeightedReservoir fills, then keeps k, without repeats", "[weighted_r
     CHECK(r.total() == 3.0);
     for (std::uint32_t i = 0; i < 10000; ++i) r.add(100 + i, 1.0 + (i % 7));
     CHECK(r.size() == 4);
-    CHECK(r.seen() == 10002);
+    CHECK(r.items_seen() == 10002);
     std::vector<std::uint32_t> s(r.sample().begin(), r.sample().end());
     std::sort(s.begin(), s.end());
     CHECK(std::adjacent_find(s.begin(), s.end()) == s.end());
@@ -300,7 +300,7 @@ TEST_CASE("Weighted merges keep the exact law, in any order", "[weighted_reservo
 TEST_CASE("WeightedReservoir merge laws hold exactly for the kept entries", "[weighted_reservoir]") {
     // Integer weights keep the total weight exact in any summation order.
     auto same = [](const WR& x, const WR& y) {
-        return x.seen() == y.seen() && x.total() == y.total() && entries(x) == entries(y);
+        return x.items_seen() == y.items_seen() && x.total() == y.total() && entries(x) == entries(y);
     };
     std::vector<double> w;
     for (int i = 0; i < 300; ++i) w.push_back(1.0 + (i * 7) % 11);
@@ -326,7 +326,7 @@ TEST_CASE("WeightedReservoir merge laws hold exactly for the kept entries", "[we
         for (std::size_t i = 0; i < q.size(); ++i) eq.emplace_back(q.keys()[i], q.sample()[i]);
         std::sort(ep.begin(), ep.end());
         std::sort(eq.begin(), eq.end());
-        return p.seen() == q.seen() && ep == eq;
+        return p.items_seen() == q.items_seen() && ep == eq;
     };
     tally::test::check_merge_laws(WeightedReservoir<std::string>(4, 9), sa, sb, sc, same_s);
 }
@@ -339,7 +339,7 @@ TEST_CASE("WeightedReservoir: incompatible merges throw and leave the target unc
                       "tally::WeightedReservoir::merge: k 3 does not match the other reservoir's k 4");
     WR self = fed(3, 1, w, 0, 2);
     self.merge(self);
-    CHECK(self.seen() == 4);
+    CHECK(self.items_seen() == 4);
     CHECK(self.size() == 3);
 }
 

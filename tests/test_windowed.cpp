@@ -163,8 +163,8 @@ template <class S>
 double total_of(const S& s) {
     if constexpr (requires { s.total(); })
         return static_cast<double>(s.total());
-    else if constexpr (requires { s.seen(); })
-        return static_cast<double>(s.seen());
+    else if constexpr (requires { s.items_seen(); })
+        return static_cast<double>(s.items_seen());
     else
         return static_cast<double>(s.count());
 }

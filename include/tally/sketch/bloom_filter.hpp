@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -104,9 +105,6 @@ class BloomFilter {
                                            " bytes (the maximum)");
         init(static_cast<std::size_t>(best_blocks), best_k);
     }
-    /// Prefer the Seed form: `BloomFilter<>(n, fpp, tally::Seed::random())`.
-    [[deprecated("pass a tally::Seed")]] BloomFilter(std::size_t expected_items, double fpp, std::uint64_t seed)
-        : BloomFilter(expected_items, fpp, Seed{seed}) {}
 
     // ------------------------------------------------------------ hot path
 
@@ -227,6 +225,24 @@ class BloomFilter {
         prefetch_read(block_of(h));
     }
 
+    /// add(item) for every item of a range, hashed in batches of 64 and
+    /// inserted through add_hashes (faster than one add per item once the
+    /// filter is larger than the cache).
+    template <std::ranges::input_range R>
+        requires Hashable<std::decay_t<std::ranges::range_value_t<R>>>
+    void add_range(R&& items) noexcept {
+        std::uint64_t buf[64];
+        std::size_t n = 0;
+        for (auto&& item : items) {
+            buf[n++] = hash_of(item);
+            if (n == 64) {
+                add_hashes(std::span<const std::uint64_t>(buf, n));
+                n = 0;
+            }
+        }
+        if (n != 0) add_hashes(std::span<const std::uint64_t>(buf, n));
+    }
+
     /// add_hash for every hash, prefetching a few keys ahead so that the
     /// cache misses of a filter larger than the cache overlap (and, on the
     /// AVX2 path, paying the dispatch once per batch instead of once per key).
@@ -296,7 +312,7 @@ class BloomFilter {
 
     /// Estimated number of distinct keys added (Swamidass-Baldi, see the class
     /// comment); +infinity once every bit is set. O(m).
-    [[nodiscard]] double approximate_count() const noexcept {
+    [[nodiscard]] double estimate() const noexcept {
         const double m = static_cast<double>(blocks_.size()) * block_bits;
         const double x = static_cast<double>(set_bits());
         if (x >= m) return std::numeric_limits<double>::infinity();
@@ -339,7 +355,7 @@ class BloomFilter {
     }
     /// Number of keys added (with repeats; add calls and add_hashes entries,
     /// summed by merge), saturating at 2^64 - 1. Not the distinct count: see
-    /// approximate_count().
+    /// estimate().
     [[nodiscard]] std::uint64_t total() const noexcept {
         return detail::sat_add(total_, static_cast<std::uint64_t>(single_adds_));
     }
@@ -422,7 +438,7 @@ class BloomFilter {
     /// Throws FormatError for anything but a valid encoding of a
     /// BloomFilter<BlockBytes>; never allocates more than the input holds.
     /// Version 1 bytes (no total) read with total() = the rounded
-    /// approximate_count() of their bits.
+    /// estimate() of their bits.
     [[nodiscard]] static BloomFilter deserialize(std::span<const std::byte> bytes) {
         ByteReader in(bytes);
         const std::uint8_t version = in.header(Family::bloom_filter, format_version);
@@ -459,7 +475,7 @@ class BloomFilter {
         if (version >= 2) {
             f.total_ = total;
         } else if (f.set_bits() != 0) {
-            const double n = std::round(f.approximate_count());
+            const double n = std::round(f.estimate());
             f.total_ = n < 18446744073709551615.0 ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(n))
                                                   : std::numeric_limits<std::uint64_t>::max();
         }

@@ -165,7 +165,7 @@ class CountMin {
     [[nodiscard]] double error_bound() const noexcept { return epsilon() * static_cast<double>(total_); }
     [[nodiscard]] std::size_t memory_bytes() const noexcept { return sizeof(*this) + cells_.size() * sizeof(Counter); }
     /// Row-major counters (depth rows of width), for inspection.
-    [[nodiscard]] std::span<const Counter> counters() const noexcept { return cells_; }
+    [[nodiscard]] std::span<const Counter> counts() const noexcept { return cells_; }
     /// The column of row `row` (< depth()) that an item of hash `hash` maps to.
     [[nodiscard]] std::size_t column_of(std::size_t row, std::uint64_t hash) const noexcept {
         return row < depth_ ? column(row, hash, width_) : 0;

@@ -127,7 +127,6 @@ class Reservoir {
     [[nodiscard]] std::span<const T> sample() const noexcept { return sample_; }
     /// Items offered so far (including those merged in), saturating at 2^64 - 1.
     [[nodiscard]] std::uint64_t total() const noexcept { return seen_; }
-    [[deprecated("use total()")]] [[nodiscard]] std::uint64_t seen() const noexcept { return seen_; }
     /// Capacity of the sample.
     [[nodiscard]] std::size_t k() const noexcept { return static_cast<std::size_t>(k_); }
     [[nodiscard]] std::size_t size() const noexcept { return sample_.size(); }

@@ -214,7 +214,6 @@ class TopK {
     [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
     /// D: the largest error of any estimate; <= N / k().
     [[nodiscard]] std::uint64_t error_bound() const noexcept { return offset_; }
-    [[deprecated("use error_bound()")]] [[nodiscard]] std::uint64_t floor() const noexcept { return offset_; }
     /// k of the guarantee: every item above N / k() is held.
     [[nodiscard]] std::size_t k() const noexcept { return k_; }
     /// Most counters held at once (7/8 of the table's slots).

@@ -89,16 +89,15 @@ class WeightedReservoir {
         jump_ = 0.0;
     }
 
-    /// The sample: min(k, seen()) items, in heap order.
+    /// The sample: min(k, items_seen()) items, in heap order.
     [[nodiscard]] std::span<const T> sample() const noexcept { return items_; }
     /// The key log(w) - log(-log u) of each sampled item, in the same order
     /// (larger keys win; +inf for u = 1).
     [[nodiscard]] std::span<const double> keys() const noexcept { return keys_; }
     /// Items offered so far.
-    [[nodiscard]] std::uint64_t seen() const noexcept { return seen_; }
+    [[nodiscard]] std::uint64_t items_seen() const noexcept { return seen_; }
     /// The stream's weight: the sum of all weights offered (+inf once it overflows).
     [[nodiscard]] double total() const noexcept { return total_weight_; }
-    [[deprecated("use total()")]] [[nodiscard]] double total_weight() const noexcept { return total_weight_; }
     [[nodiscard]] std::size_t k() const noexcept { return static_cast<std::size_t>(k_); }
     [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
     [[nodiscard]] bool empty() const noexcept { return seen_ == 0; }

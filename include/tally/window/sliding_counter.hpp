@@ -282,7 +282,6 @@ class SlidingCounter {
     }
 
     /// Former name of is_fresh(); will be removed after one release.
-    [[deprecated("use is_fresh")]] [[nodiscard]] bool is_empty(const State& s, std::uint64_t now_ns) const noexcept { return is_fresh(s, now_ns); }
 
     /// retry_after_ns(): the smallest w >= 0 such that allow(s, now + w, limit,
     /// cost) would admit if nothing else is counted meanwhile; 0 if it admits

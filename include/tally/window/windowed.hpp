@@ -114,7 +114,24 @@ class Windowed {
             stale_ = true;
             return;
         }
-        add_slow(now_ns, args...);
+        add_slow<false>(now_ns, args...);
+    }
+
+    /// The checked add: forwards args to S::try_add of its bucket and returns
+    /// its answer; false also for an event older than the ring (counted in
+    /// dropped()). A refused event changes no bucket (the ring still moves to
+    /// now_ns). For summaries that can refuse an item (WeightedReservoir, TDigest).
+    template <class... Args>
+        requires requires(S& s, Args&&... a) { { s.try_add(std::forward<Args>(a)...) } -> std::same_as<bool>; }
+    bool try_add(std::uint64_t now_ns, Args&&... args) noexcept(
+        noexcept(std::declval<S&>().try_add(std::declval<Args&>()...)) &&
+        noexcept(std::declval<S&>().add(std::declval<Args&>()...))) {
+        if (TALLY_LIKELY(now_ns - cur_lo_ < bucket_ns_)) {
+            if (!ring_[cur_pos_].try_add(args...)) return false;
+            stale_ = true;
+            return true;
+        }
+        return add_slow<true>(now_ns, args...);
     }
 
     /// The merged summary of the window at now_ns (span: class comment).
@@ -409,30 +426,41 @@ class Windowed {
         view_ok_ = false;
     }
 
-    template <class... Args>
-    TALLY_DETAIL_WINDOWED_COLD void add_slow(std::uint64_t now_ns, Args&... args) {
+    // Checked: try_add (the answer is returned), else add (true).
+    template <bool Checked, class S2, class... Args>
+    static bool put(S2& s, Args&... args) {
+        if constexpr (Checked) {
+            return s.try_add(args...);
+        } else {
+            s.add(args...);
+            return true;
+        }
+    }
+
+    template <bool Checked, class... Args>
+    TALLY_DETAIL_WINDOWED_COLD bool add_slow(std::uint64_t now_ns, Args&... args) {
         const std::uint64_t b = now_ns / bucket_ns_;
         if (b > newest_) {
             roll_to(b);
-            ring_[cur_pos_].add(args...);
+            if (!put<Checked>(ring_[cur_pos_], args...)) return false;
             stale_ = true;
-            return;
+            return true;
         }
         const std::uint64_t age = newest_ - b;  // > 0 here
         if (age >= Slots) {
             dropped_ = detail::sat_add(dropped_, std::uint64_t{1});
-            return;
+            return false;
         }
-        late_add(b, args...);
+        return late_add<Checked>(b, args...);
     }
 
     // An event for closed bucket b: the bucket and every live aggregate that
     // covers it take the same add, so no aggregate has to be rebuilt.
-    template <class... Args>
-    void late_add(std::uint64_t b, Args&... args) {
+    template <bool Checked, class... Args>
+    bool late_add(std::uint64_t b, Args&... args) {
         const std::size_t p = pos_back(newest_ - b);
         S& target = ring_[p];
-        target.add(args...);
+        if (!put<Checked>(target, args...)) return false;
         touched_[p] = 1;
         view_ok_ = false;
         const std::uint64_t n = newest_;
@@ -466,6 +494,7 @@ class Windowed {
             invalidate();
         }
 #endif
+        return true;
     }
 
     // ---- aggregates ---------------------------------------------------------
