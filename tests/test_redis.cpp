@@ -280,7 +280,9 @@ TEST_CASE("redis GcraLimiter: exact at the extremes of Quota and of the clock", 
     for (const Quota q : {Quota{1, 1}, Quota{big, big}, Quota{big, std::uint64_t{1} << 62, big}, Quota{1, 1, big},
                           Quota{1'000'000'000'000, 4'000'000'000'000'000'000, 3}}) {
         tally::redis::GcraLimiter limiter(client, q, o);
-        const std::string key = std::to_string(q.limit) + "/" + std::to_string(q.window_ns);
+        // Every field of the quota names the key: two quotas never share state.
+        const std::string key =
+            std::to_string(q.limit) + "/" + std::to_string(q.window_ns) + "+" + std::to_string(q.burst);
         for (const std::uint64_t start : {std::uint64_t{0}, kMax - (std::uint64_t{1} << 42), kMax - 5, kMax}) {
             tally::Gcra local(q);
             const std::string k = key + "@" + std::to_string(start);
@@ -400,7 +402,12 @@ TEST_CASE("redis GcraLimiter: random batches decide exactly as tally::Gcra per k
         const std::uint64_t T = q.window_ns / q.limit;
         const std::uint64_t cap = q.capacity();
         std::vector<std::string> names;
-        for (int i = 0; i < 12; ++i) names.push_back("b" + std::to_string(i) + std::string("\0\r\n", 3));
+        for (int i = 0; i < 12; ++i) {  // (built in steps: GCC 12 warns falsely on the one-line form)
+            std::string name = "b";
+            name += std::to_string(i);
+            name.append("\0\r\n", 3);
+            names.push_back(std::move(name));
+        }
         std::unordered_map<std::string, tally::Gcra> local;
         // Today's clock or near the end of the 64-bit clock.
         std::uint64_t now = qi % 3 == 0 ? kMax - rng.below(q.window_ns * (cap + 2)) : 1'764'000'000 * kSecond;

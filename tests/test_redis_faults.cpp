@@ -102,10 +102,21 @@ TEST_CASE("redis faults: a killed server restarted on the same port is reconnect
         CHECK(since(t) <= std::chrono::milliseconds(100));
     }
     server.restart();
-    // The new server has neither the script (NOSCRIPT -> reload) nor the key.
+    // The new server has neither the script (NOSCRIPT -> reload) nor the key,
+    // nor the sentinel this Client saw: the loss is detected, and the key,
+    // missing within its time to full replenishment (1 h) of the loss, starts
+    // spent instead of fresh.
+    CHECK(client.lost_state_events() == 0);
     CHECK(recovers([&] { return limiter.try_acquire("k", 0); }));
+    CHECK(client.lost_state_events() == 1);
+    CHECK(client.last_error().find("state lost on 127.0.0.1:") == 0);
     const Decision d = limiter.try_acquire("k", 4);
-    CHECK((d.allowed && d.remaining == 6 && !d.degraded));
+    CHECK((!d.allowed && d.remaining == 0 && !d.degraded));
+    CHECK(d.retry_after_ns > 0);
+    // A key this limiter never used starts spent too (conservative: for one
+    // period after a loss, missing and lost look alike).
+    CHECK_FALSE(limiter.try_acquire("never-used").allowed);
+    CHECK(client.lost_state_events() == 1);
 }
 
 TEST_CASE("redis faults: SCRIPT FLUSH is survived; unix sockets work", "[redis][faults]") {

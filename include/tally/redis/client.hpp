@@ -7,8 +7,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -16,7 +18,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <initializer_list>
 #include <memory>
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "../detail/primitives.hpp"
+#include "../detail/throw.hpp"
 #include "cluster.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
@@ -37,56 +42,69 @@
 TALLY_BEGIN_NAMESPACE
 namespace redis {
 
-/// Client: blocking hiredis connections to one Redis (or Valkey, Dragonfly)
-/// server, over TCP or a unix socket, or to a Redis Cluster; the limiters
-/// take either kind.
+/// Client: a small pool of non-blocking hiredis connections to one Redis (or
+/// Valkey, Dragonfly) server, over TCP or a unix socket, or to each master of
+/// a Redis Cluster; the limiters take either kind.
 ///
-/// - Failure never throws and never hangs: connect waits at most
-///   connect_timeout, every read and write at most command_timeout. A failed
-///   round trip closes the connection; the next call reconnects (waiting at
-///   most min(connect_timeout, command_timeout)).
-/// - Scripts are loaded once per server (SCRIPT LOAD) and called by SHA1
-///   (EVALSHA); a NOSCRIPT reply (after SCRIPT FLUSH, a restart or a
-///   failover) reloads the script and repeats the calls that did not run.
+/// - One deadline per call: every public call computes now + command_timeout
+///   at entry and gives each connect, write, read, script reload, redirect
+///   and wait for a free connection only the time left (the socket is polled
+///   before each read and write, so a server that trickles bytes cannot
+///   stretch a call). At the deadline the call fails (the limiters answer
+///   with their fail mode). Never throws on I/O, never hangs.
+/// - No queueing: up to Options::pool_size connections per server; a thread
+///   takes an idle one or opens one, and when all are busy waits only until
+///   its own deadline. A failed or timed-out write or read closes that
+///   connection (no half-sent command or unread reply is ever reused).
+/// - Scripts are loaded once per server (SCRIPT LOAD, pipelined before the
+///   calls that need them) and called by SHA1 (EVALSHA); NOSCRIPT (SCRIPT
+///   FLUSH, a restart, a failover) reloads and repeats those calls once.
+/// - Lost state (single server): every script call reads and counts a
+///   sentinel key without TTL, <key_prefix>!sentinel. The Client remembers
+///   the sentinel's epoch and count it has seen; a sentinel gone, replaced or
+///   counting backwards (restart without persistence, FLUSHALL, a failover
+///   to a replica that missed writes, a restore of an older snapshot) is
+///   recorded in it as "lost at t", and for one time-to-full-replenishment
+///   after t keys that come back missing start spent. lost_state_events()
+///   counts the detections. Cluster: not guarded (see docs/redis.md).
+/// - Eviction: each new connection reads CONFIG GET maxmemory-policy;
+///   evicting() is true while the server's policy can evict keys with a TTL,
+///   and limiters refuse it (see Options::allow_evicting_server). Where
+///   CONFIG is disabled, last_error() says so and the Client proceeds.
 /// - run() sends a whole batch pipelined: one round trip per server for any
-///   number of calls (two when a script has to be (re)loaded).
+///   number of calls.
 /// - Cluster (connect_cluster): the slot map comes from CLUSTER SLOTS; each
 ///   call goes to the master of its keys' slot (CRC16, hash tags), a batch is
 ///   split per node, written to all nodes before any reply is read, and
 ///   reassembled in order. MOVED updates the slot and refreshes the map, ASK
-///   retries on the target after ASKING, TRYAGAIN waits briefly: at most
-///   max_redirects retries, all within the call's command_timeout. A node
+///   retries on the target after ASKING; TRYAGAIN and CLUSTERDOWN are retried
+///   with backoff (1, 2, 4 ... 16 ms); all until the call's deadline. A node
 ///   that fails answers its calls with an error reply (the limiters' fail
 ///   mode); the others keep working. The keys of one call share a slot.
 /// - SIGPIPE from a vanished peer is discarded, never delivered.
 ///
-/// Thread safety: every member is thread-safe; calls on one Client are
-/// serialised by an internal mutex. Use one Client per thread for parallel
-/// round trips.
+/// Thread safety: every member is thread-safe; round trips of different
+/// threads run in parallel on separate connections.
 ///
 ///   auto client = tally::redis::Client::connect("127.0.0.1", 6379);
 ///   tally::redis::GcraLimiter per_key(client, tally::Quota::per_second(100));
 ///   if (!per_key.try_acquire("api-key:42")) reply_429();
 class Client {
   public:
-    /// Most MOVED / ASK / TRYAGAIN retries of one call (cluster).
-    static constexpr int max_redirects = 5;
-
-    /// TCP. Connects now; when that fails the Client is still usable and
-    /// reconnects on its next call (connected() and last_error() tell).
+    /// TCP. Connects now (at most connect_timeout); when that fails the
+    /// Client is still usable and connects on its next call (connected() and
+    /// last_error() tell).
     static Client connect(std::string host, int port, Options options = {}) {
         Client c(std::move(options));
-        std::lock_guard<std::mutex> lock(c.s_->mu);
-        Conn& conn = c.s_->add_node(std::move(host), port);
-        if (!conn.reconnect(c.s_->opt.connect_timeout)) c.s_->error = conn.error;
+        c.s_->add_node(std::move(host), port);
+        c.s_->warm(0);
         return c;
     }
     /// Unix-domain socket.
     static Client connect_unix(std::string path, Options options = {}) {
         Client c(std::move(options));
-        std::lock_guard<std::mutex> lock(c.s_->mu);
-        Conn& conn = c.s_->add_node(std::move(path), -1);
-        if (!conn.reconnect(c.s_->opt.connect_timeout)) c.s_->error = conn.error;
+        c.s_->add_node(std::move(path), -1);
+        c.s_->warm(0);
         return c;
     }
     /// Redis Cluster, from one or more "host:port" seeds (any nodes of the
@@ -97,7 +115,6 @@ class Client {
         constexpr const char* who = "tally::redis::Client::connect_cluster";
         tally::detail::check_range(who, "number of seeds", seeds.size(), std::size_t{1}, std::size_t{1024});
         Client c(std::move(options));
-        std::lock_guard<std::mutex> lock(c.s_->mu);
         c.s_->cluster = true;
         for (const auto& seed : seeds) {
             const auto colon = seed.rfind(':');
@@ -113,9 +130,17 @@ class Client {
             tally::detail::check_range(who, "seed port", port, 1UL, 65535UL);
             c.s_->add_node(seed.substr(0, colon), static_cast<int>(port));
         }
-        if (c.s_->refresh())
-            for (const auto o : c.s_->owner)
-                if (o != Shared::none) c.s_->nodes[o]->ensure();  // open every master now
+        const auto budget = c.s_->opt.connect_timeout + c.s_->opt.command_timeout;
+        if (c.s_->refresh(Clock::now() + budget)) {
+            std::vector<std::size_t> masters;
+            {
+                std::lock_guard<std::mutex> lock(c.s_->mu);
+                for (const auto o : c.s_->owner)
+                    if (o != Shared::none && std::find(masters.begin(), masters.end(), o) == masters.end())
+                        masters.push_back(o);
+            }
+            for (const std::size_t m : masters) c.s_->warm(m);  // open every master now
+        }
         return c;
     }
 
@@ -126,68 +151,90 @@ class Client {
     [[nodiscard]] const Options& options() const noexcept { return s_->opt; }
     /// True for a Client made by connect_cluster.
     [[nodiscard]] bool is_cluster() const noexcept { return s_->cluster; }
+    /// Connections per server (Options::pool_size, or its default).
+    [[nodiscard]] std::size_t pool_size() const noexcept { return s_->pool; }
     /// True while a connection is open (it may still turn out dead); for a
     /// cluster, while one to every master in the slot map is open.
     [[nodiscard]] bool connected() const {
         std::lock_guard<std::mutex> lock(s_->mu);
-        if (!s_->cluster) return s_->nodes[0]->ctx != nullptr;
+        if (!s_->cluster) return s_->nodes[0]->open > 0;
         if (s_->owner.empty()) return false;
         for (const auto o : s_->owner)
-            if (o == Shared::none || s_->nodes[o]->ctx == nullptr) return false;
+            if (o == Shared::none || s_->nodes[o]->open == 0) return false;
         return true;
     }
-    /// Why the last failed operation failed (empty if none did yet).
+    /// Why the last failed operation failed, or the last note (a disabled
+    /// CONFIG, a detected loss of state); empty if none yet.
     [[nodiscard]] std::string last_error() const {
         std::lock_guard<std::mutex> lock(s_->mu);
         return s_->error;
     }
     /// Round trips made so far (a pipelined batch counts once per server).
     [[nodiscard]] std::uint64_t round_trips() const noexcept { return s_->trips.load(std::memory_order_relaxed); }
-
-    /// Runs the calls pipelined and fills `replies` (one per call, a script
-    /// error as Reply::Type::error). False, with last_error() set, when the
-    /// transport failed: then no reply is trustworthy. On a cluster a failed
-    /// node gives error replies for its calls only (false only when no slot
-    /// map could be read), and a call whose keys span slots gets an error
-    /// reply without being sent.
-    bool run(std::span<const protocol::Call> calls, std::vector<Reply>& replies) {
+    /// Losses of state detected through the sentinel (restart without
+    /// persistence, FLUSHALL, a lossy failover) since the Client was made.
+    [[nodiscard]] std::uint64_t lost_state_events() const noexcept {
+        return s_->lost.load(std::memory_order_relaxed);
+    }
+    /// The maxmemory-policy the last new connection read ("" when unknown:
+    /// not connected yet, or CONFIG disabled).
+    [[nodiscard]] std::string maxmemory_policy() const {
         std::lock_guard<std::mutex> lock(s_->mu);
-        std::vector<Item> items(calls.size());
-        for (std::size_t i = 0; i < calls.size(); ++i) items[i].call = &calls[i];
-        if (!s_->cluster) {
-            Conn& c = *s_->nodes[0];
-            std::vector<std::size_t> all(calls.size());
-            for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-            replies.assign(calls.size(), Reply{});
-            const bool ok = c.start(items, all, false) && c.finish(items, all, false, replies);
-            if (!ok) s_->error = c.error;
-            return ok;
-        }
-        return s_->route(items, replies);
+        for (const auto& n : s_->nodes)
+            if (n->evicting) return n->policy;
+        for (const auto& n : s_->nodes)
+            if (!n->policy.empty()) return n->policy;
+        return {};
+    }
+    /// True while a server of this Client has a maxmemory-policy that can
+    /// evict keys with a TTL (volatile-*, allkeys-*).
+    [[nodiscard]] bool evicting() const noexcept { return s_->evicting_nodes.load(std::memory_order_relaxed) > 0; }
+    /// The refusal text for an evicting server ("" when none is known):
+    /// names maxmemory-policy, its value and the fix.
+    [[nodiscard]] std::string eviction_refusal() const {
+        if (!evicting()) return {};
+        return "the Redis server's maxmemory-policy is " + maxmemory_policy() +
+               ", which can evict limiter keys (every tally key has a TTL) and so over-admit silently; set "
+               "maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, or a dedicated instance), or "
+               "set Options::allow_evicting_server = true to accept that risk";
     }
 
-    /// One plain command (administration, tests); nullopt on transport
-    /// failure. On a cluster it goes to the master of the slot of its second
-    /// argument (the key of GET key, EXISTS key, TTL key ...), or of slot 0
-    /// when there is none.
+    /// Runs the calls pipelined and fills `replies` (one per call, a script
+    /// error as Reply::Type::error), all within one command_timeout. False,
+    /// with last_error() set, when the transport failed or the deadline
+    /// passed: then no reply is trustworthy. On a cluster a failed node
+    /// gives error replies for its calls only (false only when no slot map
+    /// could be read), and a call whose keys span slots gets an error reply
+    /// without being sent.
+    bool run(std::span<const protocol::Call> calls, std::vector<Reply>& replies) {
+        const Deadline deadline = Clock::now() + s_->opt.command_timeout;
+        std::vector<Item> items(calls.size());
+        for (std::size_t i = 0; i < calls.size(); ++i) items[i].call = &calls[i];
+        if (!s_->cluster) return s_->single(items, replies, deadline);
+        return s_->route(items, replies, deadline);
+    }
+
+    /// One plain command (administration, tests), within command_timeout;
+    /// nullopt on transport failure. On a cluster it goes to the master of
+    /// the slot of its second argument (the key of GET key, EXISTS key, TTL
+    /// key ...), or of slot 0 when there is none.
     std::optional<Reply> command(std::initializer_list<std::string_view> args) {
-        std::lock_guard<std::mutex> lock(s_->mu);
+        const Deadline deadline = Clock::now() + s_->opt.command_timeout;
         std::vector<Item> items(1);
         items[0].raw.assign(args.begin(), args.end());
         std::vector<Reply> out;
         if (!s_->cluster) {
-            Conn& c = *s_->nodes[0];
-            const std::size_t idx[1] = {0};
-            out.resize(1);
-            if (c.start(items, idx, false) && c.finish(items, idx, false, out)) return std::move(out[0]);
-            s_->error = c.error;
+            if (s_->single(items, out, deadline)) return std::move(out[0]);
             return std::nullopt;
         }
-        if (!s_->route(items, out) || out[0].str.rfind("TALLYNODE ", 0) == 0) return std::nullopt;
+        if (!s_->route(items, out, deadline) || out[0].str.rfind("TALLYNODE ", 0) == 0) return std::nullopt;
         return std::move(out[0]);
     }
 
   private:
+    using Clock = std::chrono::steady_clock;
+    using Deadline = Clock::time_point;
+
     // One unit of a round trip: a script call, or a raw command.
     struct Item {
         const protocol::Call* call = nullptr;
@@ -229,14 +276,6 @@ class Client {
         void operator()(redisContext* c) const noexcept { redisFree(c); }
     };
 
-    static timeval to_timeval(std::chrono::milliseconds ms) noexcept {
-        const long long v = std::max<long long>(ms.count(), 1);
-        timeval tv{};
-        tv.tv_sec = static_cast<decltype(tv.tv_sec)>(v / 1000);
-        tv.tv_usec = static_cast<decltype(tv.tv_usec)>((v % 1000) * 1000);
-        return tv;
-    }
-
     static Reply error_reply(std::string text) {
         Reply r;
         r.type = Reply::Type::error;
@@ -244,70 +283,115 @@ class Client {
         return r;
     }
 
-    // One connection to one server.
-    struct Conn {
-        const Options* opt = nullptr;
-        std::atomic<std::uint64_t>* trips = nullptr;
-        std::string host;
-        int port = 0;
-        std::unique_ptr<redisContext, ContextDeleter> ctx;
-        std::array<std::string, protocol::script_count> sha;  // empty: not loaded here
-        std::string error;
-        bool shortened = false;  // the I/O timeout is below command_timeout
+    // Milliseconds left before `deadline`, rounded up (0: passed).
+    static int ms_left(Deadline deadline) noexcept {
+        const auto left = deadline - Clock::now();
+        if (left <= Clock::duration::zero()) return 0;
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+        return static_cast<int>(std::min<long long>(ms, 1'000'000));
+    }
 
-        void drop(std::string why) {
+    // The script SHA1s, the same for every server (learnt from the first
+    // SCRIPT LOAD reply of the process).
+    struct Shas {
+        std::mutex mu;
+        std::array<std::string, protocol::script_count> sha;
+    };
+    static Shas& shas() {
+        static Shas s;
+        return s;
+    }
+    static std::string sha_of(protocol::Script s) {
+        Shas& t = shas();
+        std::lock_guard<std::mutex> lock(t.mu);
+        return t.sha[static_cast<std::size_t>(s)];
+    }
+
+    // One non-blocking connection; every operation polls with the time left
+    // and closes the connection when it fails or runs out of time.
+    struct Conn {
+        std::unique_ptr<redisContext, ContextDeleter> ctx;
+        std::string error;
+
+        bool alive() const noexcept { return ctx != nullptr; }
+        bool fail(std::string why) {
             error = std::move(why);
             ctx.reset();
+            return false;
         }
-        bool reconnect(std::chrono::milliseconds timeout) {
+        bool wait(short events, Deadline deadline, const std::string& where, const char* doing) {
+            for (;;) {
+                const int left = ms_left(deadline);
+                if (left == 0) return fail(std::string("timed out ") + doing + " " + where);
+                pollfd p{ctx->fd, events, 0};
+                const int r = ::poll(&p, 1, left);
+                if (r > 0) return true;
+                if (r < 0 && errno != EINTR) return fail(std::string("poll failed ") + doing + " " + where);
+            }
+        }
+        bool open(const std::string& host, int port, std::chrono::milliseconds connect_timeout, Deadline deadline,
+                  const std::string& where) {
             ctx.reset();
-            shortened = false;
-            const timeval tv = to_timeval(timeout);
-            redisContext* c = port < 0 ? redisConnectUnixWithTimeout(host.c_str(), tv)
-                                       : redisConnectWithTimeout(host.c_str(), port, tv);
-            if (c == nullptr) {
-                error = "cannot allocate a hiredis context";
-                return false;
-            }
+            redisContext* c = port < 0 ? redisConnectUnixNonBlock(host.c_str()) : redisConnectNonBlock(host.c_str(), port);
+            if (c == nullptr) return fail("cannot allocate a hiredis context");
             ctx.reset(c);
-            if (c->err != 0) {
-                drop(std::string("connect to ") + where() + " failed: " + c->errstr);
-                return false;
-            }
-            if (redisSetTimeout(c, to_timeval(opt->command_timeout)) != REDIS_OK) {
-                drop(std::string("cannot set the command timeout on ") + where());
-                return false;
-            }
+            if (c->err != 0) return fail("connect to " + where + " failed: " + c->errstr);
+            const Deadline d = std::min(deadline, Clock::now() + connect_timeout);
+            if (!wait(POLLOUT, d, where, "connecting to")) return false;
+            int err = 0;
+            socklen_t len = sizeof err;
+            if (::getsockopt(ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+            if (err != 0) return fail("connect to " + where + " failed: " + std::strerror(err));
             return true;
         }
-        std::string where() const { return port < 0 ? host : host + ":" + std::to_string(port); }
-        bool ensure() {
-            return ctx != nullptr || reconnect(std::min(opt->connect_timeout, opt->command_timeout));
-        }
-        bool send(std::span<const std::string_view> args) {
-            std::vector<const char*> argv(args.size());
-            std::vector<std::size_t> len(args.size());
+        bool append(std::span<const std::string_view> args, const std::string& where) {
+            constexpr std::size_t small = 16;
+            std::array<const char*, small> a{};
+            std::array<std::size_t, small> l{};
+            std::vector<const char*> av;
+            std::vector<std::size_t> lv;
+            const char** argv = a.data();
+            std::size_t* len = l.data();
+            if (args.size() > small) {
+                av.resize(args.size());
+                lv.resize(args.size());
+                argv = av.data();
+                len = lv.data();
+            }
             for (std::size_t i = 0; i < args.size(); ++i) {
                 argv[i] = args[i].data();
                 len[i] = args[i].size();
             }
-            if (redisAppendCommandArgv(ctx.get(), static_cast<int>(args.size()), argv.data(), len.data()) != REDIS_OK) {
-                drop(std::string("hiredis could not format a command: ") + ctx->errstr);
-                return false;
-            }
+            if (redisAppendCommandArgv(ctx.get(), static_cast<int>(args.size()), argv, len) != REDIS_OK)
+                return fail("hiredis could not format a command for " + where + ": " + ctx->errstr);
             return true;
         }
-        // Writes everything appended so far (so that several servers work on
-        // their parts of a batch at once).
-        bool flush() {
+        // Writes everything appended, polling with the time left.
+        bool flush(Deadline deadline, const std::string& where) {
             SigpipeGuard guard;
-            int done = 0;
-            for (int i = 0; i < 1'000'000 && done == 0; ++i)
-                if (redisBufferWrite(ctx.get(), &done) != REDIS_OK) {
-                    drop(std::string("write to ") + where() + " failed: " + ctx->errstr);
-                    return false;
+            for (;;) {
+                int done = 0;
+                if (redisBufferWrite(ctx.get(), &done) != REDIS_OK)
+                    return fail("write to " + where + " failed: " + ctx->errstr);
+                if (done != 0) return true;
+                if (!wait(POLLOUT, deadline, where, "writing to")) return false;
+            }
+        }
+        // The next reply, polling with the time left before each read.
+        bool read(Deadline deadline, const std::string& where, Reply& out) {
+            for (;;) {
+                void* raw = nullptr;
+                if (redisGetReplyFromReader(ctx.get(), &raw) != REDIS_OK)
+                    return fail("bad reply from " + where + ": " + ctx->errstr);
+                if (raw != nullptr) {
+                    std::unique_ptr<redisReply, void (*)(void*)> r(static_cast<redisReply*>(raw), freeReplyObject);
+                    out = convert(r.get());
+                    return true;
                 }
-            return done != 0;
+                if (!wait(POLLIN, deadline, where, "waiting for a reply from")) return false;
+                if (redisBufferRead(ctx.get()) != REDIS_OK)
+                    return fail("read from " + where + " failed: " + (ctx->errstr[0] != 0 ? ctx->errstr : "closed"));
+            }
         }
         static Reply convert(const redisReply* r) {
             Reply out;
@@ -343,153 +427,359 @@ class Client {
             }
             return out;
         }
-        bool receive(std::size_t n, std::vector<Reply>& out) {
-            SigpipeGuard guard;
-            trips->fetch_add(1, std::memory_order_relaxed);
-            out.clear();
-            out.reserve(n);
-            for (std::size_t i = 0; i < n; ++i) {
-                void* raw = nullptr;
-                if (redisGetReply(ctx.get(), &raw) != REDIS_OK || raw == nullptr) {
-                    drop(std::string("round trip to ") + where() + " failed: " +
-                         (ctx->errstr[0] != 0 ? ctx->errstr : "no reply"));
-                    return false;
-                }
-                std::unique_ptr<redisReply, void (*)(void*)> r(static_cast<redisReply*>(raw), freeReplyObject);
-                out.push_back(convert(r.get()));
-            }
-            return true;
-        }
-        bool load(protocol::Script s) {
-            const std::string_view args[3] = {"SCRIPT", "LOAD", protocol::script_source(s)};
-            std::vector<Reply> out;
-            if (!send(args) || !receive(1, out)) return false;
-            if (out[0].type != Reply::Type::string || out[0].str.size() != 40) {
-                drop("SCRIPT LOAD failed: " + out[0].str);
-                return false;
-            }
-            sha[static_cast<std::size_t>(s)] = out[0].str;
-            return true;
-        }
-        bool send_item(const Item& it, bool asking) {
-            if (asking) {
-                const std::string_view a[1] = {"ASKING"};
-                if (!send(a)) return false;
-            }
-            if (it.call == nullptr) return send(it.raw);
-            const protocol::Call& c = *it.call;
-            std::vector<std::string_view> argv;
-            argv.reserve(c.args.size() + 3);
-            const std::string nk = std::to_string(c.num_keys);
-            argv.emplace_back("EVALSHA");
-            argv.emplace_back(sha[static_cast<std::size_t>(c.script)]);
-            argv.emplace_back(nk);
-            for (const auto& a : c.args) argv.emplace_back(a);
-            return send(argv);
-        }
-        // Sends items[idx...] (each after ASKING when asking) without reading.
-        // `budget`: this round trip's I/O timeout when less than
-        // command_timeout is left of the call (cluster retries).
-        bool start(std::span<const Item> items, std::span<const std::size_t> idx, bool asking,
-                   std::optional<std::chrono::milliseconds> budget = std::nullopt) {
-            if (!ensure()) return false;
-            if (budget || shortened) {
-                shortened = budget.has_value();
-                if (redisSetTimeout(ctx.get(), to_timeval(budget ? *budget : opt->command_timeout)) != REDIS_OK) {
-                    drop(std::string("cannot set the command timeout on ") + where());
-                    return false;
-                }
-            }
-            for (const std::size_t i : idx)
-                if (const auto* c = items[i].call; c != nullptr && sha[static_cast<std::size_t>(c->script)].empty() &&
-                                                   !load(c->script))
-                    return false;
-            for (const std::size_t i : idx)
-                if (!send_item(items[i], asking)) return false;
-            return flush();
-        }
-        // Reads the replies of start() into replies[idx...]; NOSCRIPT (the
-        // script did not run): reload it and repeat those calls once.
-        bool finish(std::span<const Item> items, std::span<const std::size_t> idx, bool asking,
-                    std::vector<Reply>& replies) {
-            const std::size_t per = asking ? 2 : 1;
-            std::vector<Reply> got;
-            if (!receive(idx.size() * per, got)) return false;
-            std::vector<std::size_t> again;
-            for (std::size_t j = 0; j < idx.size(); ++j) {
-                Reply& r = got[j * per + per - 1];
-                if (r.type == Reply::Type::error && r.str.rfind("NOSCRIPT", 0) == 0 && items[idx[j]].call != nullptr)
-                    again.push_back(idx[j]);
-                replies[idx[j]] = std::move(r);
-            }
-            if (again.empty()) return true;
-            for (const std::size_t i : again) sha[static_cast<std::size_t>(items[i].call->script)].clear();
-            return start(items, again, asking) && finish_once(again, asking, replies);
-        }
-        bool finish_once(std::span<const std::size_t> idx, bool asking, std::vector<Reply>& replies) {
-            const std::size_t per = asking ? 2 : 1;
-            std::vector<Reply> got;
-            if (!receive(idx.size() * per, got)) return false;
-            for (std::size_t j = 0; j < idx.size(); ++j) replies[idx[j]] = std::move(got[j * per + per - 1]);
-            return true;
-        }
+    };
+
+    // What a Client remembers of a server's sentinel.
+    struct Seen {
+        long long epoch = 0;
+        long long count = 0;
+    };
+
+    // One server: its connection pool and what the Client knows of it.
+    struct Node {
+        std::string host;
+        int port = 0;
+        std::string where;
+        std::vector<std::unique_ptr<Conn>> idle;  // under Shared::mu
+        std::size_t open = 0;                     // idle + in use
+        std::condition_variable cv;
+        std::array<bool, protocol::script_count> loaded{};
+        Seen seen;
+        std::string policy;
+        bool evicting = false;
+        Clock::time_point checked{};
+    };
+
+    // The connections a call holds on one node while its group is in flight.
+    struct Group {
+        std::size_t node = 0;
+        bool asking = false;
+        std::vector<std::size_t> idx;
+        std::unique_ptr<Conn> conn;
+        std::vector<protocol::Script> loads;
+        bool sent = false;
     };
 
     struct Shared {
         static constexpr std::uint16_t none = 0xffff;
         mutable std::mutex mu;
         Options opt;
-        std::atomic<std::uint64_t> trips{0};
+        std::size_t pool = 1;
+        std::string sentinel;  // <key_prefix>!sentinel (single server)
+        std::atomic<std::uint64_t> trips{0}, lost{0};
+        std::atomic<int> evicting_nodes{0};
         std::string error;
-        std::vector<std::unique_ptr<Conn>> nodes;  // [0] alone when not a cluster
+        std::vector<std::unique_ptr<Node>> nodes;  // [0] alone when not a cluster
         bool cluster = false;
         std::vector<std::uint16_t> owner;  // slot -> index in nodes (cluster)
         bool stale = true;
-        std::chrono::steady_clock::time_point refreshed{};
+        Clock::time_point refreshed{};
 
-        Conn& add_node(std::string host, int port) {
-            auto c = std::make_unique<Conn>();
-            c->opt = &opt;
-            c->trips = &trips;
-            c->host = std::move(host);
-            c->port = port;
-            nodes.push_back(std::move(c));
-            return *nodes.back();
+        void note(std::string why) {
+            std::lock_guard<std::mutex> lock(mu);
+            error = std::move(why);
         }
-        std::size_t node_index(std::string_view host, int port) {
+        Node& node(std::size_t i) {
+            std::lock_guard<std::mutex> lock(mu);
+            return *nodes[i];
+        }
+        std::size_t add_node(std::string host, int port) {
+            std::lock_guard<std::mutex> lock(mu);
+            return add_node_locked(std::move(host), port);
+        }
+        std::size_t add_node_locked(std::string host, int port) {
+            auto n = std::make_unique<Node>();
+            n->where = port < 0 ? host : host + ":" + std::to_string(port);
+            n->host = std::move(host);
+            n->port = port;
+            nodes.push_back(std::move(n));
+            return nodes.size() - 1;
+        }
+        std::size_t node_index(std::string_view host, int port) {  // under mu
             for (std::size_t i = 0; i < nodes.size(); ++i)
                 if (nodes[i]->host == host && nodes[i]->port == port) return i;
             if (nodes.size() >= none) return none;
-            add_node(std::string(host), port);
-            return nodes.size() - 1;
+            return add_node_locked(std::string(host), port);
+        }
+
+        // Opens one connection to node i now, within connect_timeout (plus
+        // command_timeout for the policy read), and keeps it idle.
+        void warm(std::size_t i) {
+            Node& n = node(i);
+            const Deadline d = Clock::now() + opt.connect_timeout + opt.command_timeout;
+            std::string why;
+            auto c = acquire(n, d, why, opt.connect_timeout);
+            if (!c) {
+                note(why);
+                return;
+            }
+            release(n, std::move(c));
+        }
+
+        // Reads maxmemory-policy on a new connection (or a recheck).
+        bool check_policy(Node& n, Conn& c, Deadline d) {
+            const std::string_view args[3] = {"CONFIG", "GET", "maxmemory-policy"};
+            Reply r;
+            if (!c.append(args, n.where) || !c.flush(d, n.where) || !c.read(d, n.where, r)) return false;
+            trips.fetch_add(1, std::memory_order_relaxed);
+            std::lock_guard<std::mutex> lock(mu);
+            n.checked = Clock::now();
+            const bool was = n.evicting;
+            if (r.type == Reply::Type::array && r.elements.size() == 2 && r.elements[1].type == Reply::Type::string) {
+                n.policy = r.elements[1].str;
+                n.evicting = n.policy.rfind("volatile-", 0) == 0 || n.policy.rfind("allkeys-", 0) == 0;
+            } else {
+                n.policy.clear();
+                n.evicting = false;
+                error = "CONFIG GET maxmemory-policy on " + n.where + " was refused (" +
+                        (r.type == Reply::Type::error ? r.str : std::string("no value")) +
+                        "): the eviction policy is not checked; make sure it is noeviction";
+            }
+            if (was != n.evicting) evicting_nodes.fetch_add(n.evicting ? 1 : -1, std::memory_order_relaxed);
+            return true;
+        }
+
+        // An idle connection of n, a new one (pool not full), or one freed
+        // before the deadline; null with `why` otherwise.
+        std::unique_ptr<Conn> acquire(Node& n, Deadline d, std::string& why,
+                                      std::chrono::milliseconds connect_timeout = std::chrono::milliseconds::max()) {
+            std::unique_lock<std::mutex> lock(mu);
+            for (;;) {
+                if (!n.idle.empty()) {
+                    auto c = std::move(n.idle.back());
+                    n.idle.pop_back();
+                    const bool recheck = n.evicting && Clock::now() - n.checked >= std::chrono::seconds(1);
+                    lock.unlock();
+                    if (recheck && !check_policy(n, *c, d)) {
+                        why = c->error;
+                        lock.lock();
+                        --n.open;
+                        n.cv.notify_one();
+                        return nullptr;
+                    }
+                    return c;
+                }
+                if (n.open < pool) {
+                    ++n.open;
+                    lock.unlock();
+                    auto c = std::make_unique<Conn>();
+                    const auto ct = std::min(connect_timeout, opt.connect_timeout);
+                    if (c->open(n.host, n.port, ct, d, n.where) && check_policy(n, *c, d)) return c;
+                    why = c->error;
+                    lock.lock();
+                    --n.open;
+                    n.cv.notify_one();
+                    return nullptr;
+                }
+                if (n.cv.wait_until(lock, d) == std::cv_status::timeout && n.idle.empty() && n.open >= pool) {
+                    why = "all " + std::to_string(pool) + " connections to " + n.where +
+                          " stayed busy until the deadline";
+                    return nullptr;
+                }
+            }
+        }
+        void release(Node& n, std::unique_ptr<Conn> c) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (c && c->alive()) n.idle.push_back(std::move(c));
+            else --n.open;
+            n.cv.notify_one();
+        }
+
+        // Appends items[g.idx...] (each after ASKING when asking) to g.conn,
+        // after the SCRIPT LOADs the node lacks, and writes them.
+        bool send(Group& g, std::span<const Item> items, Deadline d) {
+            Node& n = node(g.node);
+            Conn& c = *g.conn;
+            std::array<bool, protocol::script_count> need{};
+            Seen seen;
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                for (const std::size_t i : g.idx)
+                    if (const auto* call = items[i].call; call != nullptr && !n.loaded[static_cast<std::size_t>(call->script)])
+                        need[static_cast<std::size_t>(call->script)] = true;
+                seen = n.seen;
+            }
+            g.loads.clear();
+            std::array<std::string, protocol::script_count> sha;
+            for (std::size_t s = 0; s < protocol::script_count; ++s) {
+                bool used = need[s];
+                for (std::size_t k = 0; !used && k < g.idx.size(); ++k)
+                    used = items[g.idx[k]].call != nullptr && static_cast<std::size_t>(items[g.idx[k]].call->script) == s;
+                if (!used) continue;
+                sha[s] = sha_of(static_cast<protocol::Script>(s));
+                if (sha[s].empty()) {  // the first load of the process: learn the SHA1
+                    if (!load_now(n, c, static_cast<protocol::Script>(s), d)) return false;
+                    sha[s] = sha_of(static_cast<protocol::Script>(s));
+                } else if (need[s]) {
+                    const std::string_view args[3] = {"SCRIPT", "LOAD", protocol::script_source(static_cast<protocol::Script>(s))};
+                    if (!c.append(args, n.where)) return false;
+                    g.loads.push_back(static_cast<protocol::Script>(s));
+                }
+            }
+            const bool guard = !cluster;
+            const std::string ep = std::to_string(seen.epoch), cnt = std::to_string(seen.count);
+            std::vector<std::string_view> argv;
+            for (const std::size_t i : g.idx) {
+                if (g.asking) {
+                    const std::string_view a[1] = {"ASKING"};
+                    if (!c.append(a, n.where)) return false;
+                }
+                const Item& it = items[i];
+                if (it.call == nullptr) {
+                    if (!c.append(it.raw, n.where)) return false;
+                    continue;
+                }
+                const protocol::Call& call = *it.call;
+                const std::size_t nk = std::min(call.num_keys, call.args.size());
+                const std::string nks = std::to_string(nk + (guard ? 1 : 0));
+                argv.clear();
+                argv.reserve(call.args.size() + 7);
+                argv.emplace_back("EVALSHA");
+                argv.emplace_back(sha[static_cast<std::size_t>(call.script)]);
+                argv.emplace_back(nks);
+                for (std::size_t k = 0; k < nk; ++k) argv.emplace_back(call.args[k]);
+                if (guard) argv.emplace_back(sentinel);
+                for (std::size_t k = nk; k < call.args.size(); ++k) argv.emplace_back(call.args[k]);
+                argv.emplace_back(guard ? std::string_view("1") : std::string_view("0"));
+                argv.emplace_back(guard ? std::string_view(ep) : std::string_view("0"));
+                argv.emplace_back(guard ? std::string_view(cnt) : std::string_view("0"));
+                if (!c.append(argv, n.where)) return false;
+            }
+            g.sent = c.flush(d, n.where);
+            return g.sent;
+        }
+        bool load_now(Node& n, Conn& c, protocol::Script s, Deadline d) {
+            const std::string_view args[3] = {"SCRIPT", "LOAD", protocol::script_source(s)};
+            Reply r;
+            if (!c.append(args, n.where) || !c.flush(d, n.where) || !c.read(d, n.where, r)) return false;
+            trips.fetch_add(1, std::memory_order_relaxed);
+            if (r.type != Reply::Type::string || r.str.size() != 40) return c.fail("SCRIPT LOAD failed on " + n.where + ": " + r.str);
+            {
+                Shas& t = shas();
+                std::lock_guard<std::mutex> lock(t.mu);
+                t.sha[static_cast<std::size_t>(s)] = r.str;
+            }
+            std::lock_guard<std::mutex> lock(mu);
+            n.loaded[static_cast<std::size_t>(s)] = true;
+            return true;
+        }
+        // The script replies end with the sentinel's epoch, count and a flag
+        // "this call detected a loss": strip and remember them.
+        void take_suffix(Node& n, Reply& r) {
+            if (r.type != Reply::Type::array) return;
+            auto& e = r.elements;
+            if (e.size() < 3 || !protocol::detail::int_in(e[e.size() - 3], 0, (1LL << 53) - 1) ||
+                !protocol::detail::int_in(e[e.size() - 2], 0, (1LL << 53) - 1) ||
+                !protocol::detail::int_in(e[e.size() - 1], 0, 1)) {
+                r = error_reply("tally: malformed reply to a script (sentinel)");
+                return;
+            }
+            const long long ep = e[e.size() - 3].integer, cnt = e[e.size() - 2].integer;
+            const bool detected = e[e.size() - 1].integer == 1;
+            e.resize(e.size() - 3);
+            if (cluster) return;
+            std::lock_guard<std::mutex> lock(mu);
+            if (ep != n.seen.epoch) n.seen = Seen{ep, cnt};
+            else n.seen.count = std::max(n.seen.count, cnt);
+            if (detected) {
+                lost.fetch_add(1, std::memory_order_relaxed);
+                error = "state lost on " + n.where +
+                        " (restart without persistence, FLUSHALL or a lossy failover): keys that come back missing "
+                        "start spent for one time to full replenishment";
+            }
+        }
+        // Reads the replies of send() into replies[g.idx...]; NOSCRIPT: the
+        // script did not run, reload it and repeat those calls once.
+        bool receive(Group& g, std::span<const Item> items, Deadline d, std::vector<Reply>& replies, bool again = false) {
+            Node& n = node(g.node);
+            Conn& c = *g.conn;
+            Reply r;
+            for (const protocol::Script s : g.loads) {
+                if (!c.read(d, n.where, r)) return false;
+                if (r.type != Reply::Type::string || r.str != sha_of(s))
+                    return c.fail("SCRIPT LOAD failed on " + n.where + ": " + r.str);
+                std::lock_guard<std::mutex> lock(mu);
+                n.loaded[static_cast<std::size_t>(s)] = true;
+            }
+            std::vector<std::size_t> retry;
+            for (const std::size_t i : g.idx) {
+                if (g.asking && !c.read(d, n.where, r)) return false;  // the ASKING reply
+                if (!c.read(d, n.where, r)) return false;
+                if (items[i].call != nullptr) {
+                    if (r.type == Reply::Type::error && r.str.rfind("NOSCRIPT", 0) == 0 && !again) {
+                        retry.push_back(i);
+                        std::lock_guard<std::mutex> lock(mu);
+                        n.loaded[static_cast<std::size_t>(items[i].call->script)] = false;
+                    } else {
+                        take_suffix(n, r);
+                    }
+                }
+                replies[i] = std::move(r);
+            }
+            trips.fetch_add(1, std::memory_order_relaxed);
+            if (retry.empty()) return true;
+            Group h;
+            h.node = g.node;
+            h.asking = g.asking;
+            h.idx = std::move(retry);
+            h.conn = std::move(g.conn);
+            const bool ok = send(h, items, d) && receive(h, items, d, replies, true);
+            g.conn = std::move(h.conn);
+            return ok;
+        }
+
+        bool single(std::span<const Item> items, std::vector<Reply>& replies, Deadline d) {
+            replies.assign(items.size(), Reply{});
+            Group g;
+            g.node = 0;
+            g.idx.resize(items.size());
+            for (std::size_t i = 0; i < items.size(); ++i) g.idx[i] = i;
+            Node& n = node(0);
+            std::string why;
+            g.conn = acquire(n, d, why);
+            if (!g.conn) {
+                note(std::move(why));
+                return false;
+            }
+            const bool ok = send(g, items, d) && receive(g, items, d, replies);
+            if (!ok) why = g.conn->error;
+            release(n, std::move(g.conn));
+            if (!ok) note(std::move(why));
+            return ok;
         }
 
         // Reads CLUSTER SLOTS from the first node that answers it: nodes
-        // with an open connection first (a failed one was closed), no new
-        // node tried after `deadline`.
-        bool refresh(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
-            const bool bounded = deadline != std::chrono::steady_clock::time_point::max();
-            refreshed = std::chrono::steady_clock::now();
-            std::string why = "no node answered CLUSTER SLOTS";
+        // with an open connection first, no node tried after `deadline`.
+        bool refresh(Deadline d) {
             std::vector<std::size_t> order;
-            for (const bool open : {true, false})
-                for (std::size_t n = 0; n < nodes.size(); ++n)
-                    if ((nodes[n]->ctx != nullptr) == open) order.push_back(n);
-            for (const std::size_t n : order) {
-                if (std::chrono::steady_clock::now() >= deadline) break;
-                Conn& c = *nodes[n];
-                std::vector<Item> items(1);
-                items[0].raw = {"CLUSTER", "SLOTS"};
-                const std::size_t idx[1] = {0};
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                refreshed = Clock::now();
+                for (const bool open : {true, false})
+                    for (std::size_t n = 0; n < nodes.size(); ++n)
+                        if ((nodes[n]->open > 0) == open) order.push_back(n);
+            }
+            std::string why = "no node answered CLUSTER SLOTS";
+            for (const std::size_t i : order) {
+                if (Clock::now() >= d) break;
+                Node& n = node(i);
+                Group g;
+                g.node = i;
+                g.conn = acquire(n, d, why);
+                if (!g.conn) continue;
+                Item item;
+                item.raw = {"CLUSTER", "SLOTS"};
+                const Item items[1] = {item};
                 std::vector<Reply> out(1);
-                if (!c.start(items, idx, false, bounded ? std::optional(left(deadline)) : std::nullopt) ||
-                    !c.finish(items, idx, false, out)) {
-                    why = c.error;
-                    continue;
-                }
+                g.idx = {0};
+                const bool ok = send(g, items, d) && receive(g, items, d, out);
+                if (!ok) why = g.conn->error;
+                release(n, std::move(g.conn));
+                if (!ok) continue;
+                std::lock_guard<std::mutex> lock(mu);
                 std::vector<std::uint16_t> map(cluster_slots, none);
-                if (!parse_slots(out[0], c.host, map)) {
-                    why = "unusable CLUSTER SLOTS reply from " + c.where() +
+                if (!parse_slots(out[0], n.host, map)) {
+                    why = "unusable CLUSTER SLOTS reply from " + n.where +
                           (out[0].type == Reply::Type::error ? ": " + out[0].str : std::string());
                     continue;
                 }
@@ -497,11 +787,11 @@ class Client {
                 stale = false;
                 return true;
             }
-            error = "cluster slot map: " + why;
+            note("cluster slot map: " + why);
             return false;
         }
         // [[start, end, [host, port, id...], replicas...]...]; an empty host
-        // means the host we asked.
+        // means the host we asked. Under mu.
         bool parse_slots(const Reply& r, const std::string& asked, std::vector<std::uint16_t>& map) {
             if (r.type != Reply::Type::array) return false;
             for (const Reply& range : r.elements) {
@@ -515,9 +805,9 @@ class Client {
                     master.elements[0].type != Reply::Type::string || master.elements[1].type != Reply::Type::integer ||
                     master.elements[1].integer < 1 || master.elements[1].integer > 65535)
                     return false;
-                const std::string& host = master.elements[0].str.empty() || master.elements[0].str == "?"
-                                              ? asked
-                                              : master.elements[0].str;
+                const std::string host = master.elements[0].str.empty() || master.elements[0].str == "?"
+                                             ? asked
+                                             : master.elements[0].str;
                 const std::size_t n = node_index(host, static_cast<int>(master.elements[1].integer));
                 if (n == none) return false;
                 for (long long s = lo.integer; s <= hi.integer; ++s)
@@ -526,12 +816,7 @@ class Client {
             return true;
         }
 
-        static std::chrono::milliseconds left(std::chrono::steady_clock::time_point deadline) {
-            const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-            return std::max(ms, std::chrono::milliseconds(1));
-        }
-
-        // "MOVED 3999 127.0.0.1:6381" / "ASK ...": slot and node index.
+        // "MOVED 3999 127.0.0.1:6381" / "ASK ...": slot and node index. Under mu.
         bool parse_redirect(const std::string& s, std::size_t skip, std::uint32_t& slot, std::size_t& node) {
             const auto sp = s.find(' ', skip);
             const auto colon = s.rfind(':');
@@ -565,85 +850,102 @@ class Client {
             return static_cast<long>(s);
         }
 
-        bool route(std::span<const Item> items, std::vector<Reply>& replies) {
-            const auto deadline = std::chrono::steady_clock::now() + opt.command_timeout;
+        bool route(std::span<const Item> items, std::vector<Reply>& replies, Deadline d) {
             replies.assign(items.size(), Reply{});
-            bool refreshed_now = false;
-            if (owner.empty() || (stale && std::chrono::steady_clock::now() - refreshed >= std::chrono::milliseconds(100))) {
-                refresh(deadline);
-                refreshed_now = true;
+            bool need;
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                need = owner.empty() || (stale && Clock::now() - refreshed >= std::chrono::milliseconds(100));
             }
-            if (owner.empty()) return false;
+            if (need) refresh(d);
             std::vector<std::size_t> target(items.size(), none);
             std::vector<char> asking(items.size(), 0);
             std::vector<std::size_t> pending;
-            for (std::size_t i = 0; i < items.size(); ++i) {
-                const long s = slot_of(items[i]);
-                if (s < 0) {
-                    replies[i] = error_reply("CROSSSLOT tally: the keys of one call must share a hash slot");
-                } else if (owner[static_cast<std::size_t>(s)] == none) {
-                    replies[i] = error_reply("CLUSTERDOWN tally: no master serves hash slot " + std::to_string(s));
-                } else {
-                    target[i] = owner[static_cast<std::size_t>(s)];
-                    pending.push_back(i);
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                if (owner.empty()) return false;
+                for (std::size_t i = 0; i < items.size(); ++i) {
+                    const long s = slot_of(items[i]);
+                    if (s < 0) {
+                        replies[i] = error_reply("CROSSSLOT tally: the keys of one call must share a hash slot");
+                    } else if (owner[static_cast<std::size_t>(s)] == none) {
+                        replies[i] = error_reply("CLUSTERDOWN tally: no master serves hash slot " + std::to_string(s));
+                    } else {
+                        target[i] = owner[static_cast<std::size_t>(s)];
+                        pending.push_back(i);
+                    }
                 }
             }
-            for (int attempt = 0; !pending.empty(); ++attempt) {
+            auto backoff = std::chrono::milliseconds(1);
+            for (int attempt = 0; !pending.empty() && attempt < 100'000; ++attempt) {
                 // Group by (node, asking); write to every node, then read.
-                std::vector<std::pair<std::size_t, std::vector<std::size_t>>> groups;  // key = node * 2 + asking
+                std::vector<Group> groups;
                 for (const std::size_t i : pending) {
-                    const std::size_t key = target[i] * 2 + static_cast<std::size_t>(asking[i]);
-                    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == key; });
+                    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+                        return x.node == target[i] && x.asking == (asking[i] != 0);
+                    });
                     if (g == groups.end()) {
-                        groups.emplace_back(key, std::vector<std::size_t>{});
+                        groups.emplace_back();
                         g = groups.end() - 1;
+                        g->node = target[i];
+                        g->asking = asking[i] != 0;
                     }
-                    g->second.push_back(i);
+                    g->idx.push_back(i);
                 }
-                // After a refresh or a redirect, what is left of the call's
-                // command_timeout bounds the round trip.
-                const auto budget = attempt > 0 || refreshed_now ? std::optional(left(deadline)) : std::nullopt;
-                std::vector<char> sent(groups.size(), 0);
-                for (std::size_t g = 0; g < groups.size(); ++g)
-                    sent[g] = nodes[groups[g].first / 2]->start(items, groups[g].second, groups[g].first % 2 != 0, budget);
-                for (std::size_t g = 0; g < groups.size(); ++g) {
-                    Conn& c = *nodes[groups[g].first / 2];
-                    if (sent[g] && c.finish(items, groups[g].second, groups[g].first % 2 != 0, replies)) continue;
+                std::vector<std::string> why(groups.size());
+                for (std::size_t k = 0; k < groups.size(); ++k) {
+                    Group& g = groups[k];
+                    g.conn = acquire(node(g.node), d, why[k]);
+                    if (g.conn && !send(g, items, d)) why[k] = g.conn->error;
+                }
+                for (std::size_t k = 0; k < groups.size(); ++k) {
+                    Group& g = groups[k];
+                    Node& n = node(g.node);
+                    const bool ok = g.sent && receive(g, items, d, replies);
+                    if (!ok && g.conn) why[k] = g.conn->error;
+                    if (g.conn) release(n, std::move(g.conn));
+                    if (ok) continue;
                     // This node failed: its calls fail, the others stand; a
                     // failover may have moved its slots.
-                    error = c.error;
-                    stale = true;
-                    for (const std::size_t i : groups[g].second) replies[i] = error_reply("TALLYNODE " + c.error);
+                    {
+                        std::lock_guard<std::mutex> lock(mu);
+                        error = why[k];
+                        stale = true;
+                    }
+                    for (const std::size_t i : g.idx) replies[i] = error_reply("TALLYNODE " + why[k]);
                 }
                 std::vector<std::size_t> next;
-                const bool may_retry = attempt < max_redirects && std::chrono::steady_clock::now() < deadline;
+                const bool may_retry = Clock::now() < d;
                 bool wait = false;
-                for (const std::size_t i : pending) {
-                    Reply& r = replies[i];
-                    if (r.type != Reply::Type::error || !may_retry) continue;
-                    std::uint32_t slot = 0;
-                    std::size_t node = none;
-                    if (r.str.rfind("MOVED ", 0) == 0 && parse_redirect(r.str, 6, slot, node)) {
-                        owner[slot] = static_cast<std::uint16_t>(node);
-                        stale = true;
-                        refreshed = {};
-                        target[i] = node;
-                        asking[i] = 0;
-                        next.push_back(i);
-                    } else if (r.str.rfind("ASK ", 0) == 0 && parse_redirect(r.str, 4, slot, node)) {
-                        target[i] = node;
-                        asking[i] = 1;
-                        next.push_back(i);
-                    } else if (r.str.rfind("TRYAGAIN", 0) == 0) {
-                        asking[i] = 0;
-                        wait = true;
-                        next.push_back(i);
+                {
+                    std::lock_guard<std::mutex> lock(mu);
+                    for (const std::size_t i : pending) {
+                        Reply& r = replies[i];
+                        if (r.type != Reply::Type::error || !may_retry) continue;
+                        std::uint32_t slot = 0;
+                        std::size_t nd = none;
+                        if (r.str.rfind("MOVED ", 0) == 0 && parse_redirect(r.str, 6, slot, nd)) {
+                            owner[slot] = static_cast<std::uint16_t>(nd);
+                            stale = true;
+                            refreshed = {};
+                            target[i] = nd;
+                            asking[i] = 0;
+                            next.push_back(i);
+                        } else if (r.str.rfind("ASK ", 0) == 0 && parse_redirect(r.str, 4, slot, nd)) {
+                            target[i] = nd;
+                            asking[i] = 1;
+                            next.push_back(i);
+                        } else if (r.str.rfind("TRYAGAIN", 0) == 0 || r.str.rfind("CLUSTERDOWN", 0) == 0) {
+                            asking[i] = 0;
+                            wait = true;
+                            next.push_back(i);
+                        }
                     }
                 }
                 if (wait) {
-                    const auto left = deadline - std::chrono::steady_clock::now();
-                    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-                        std::chrono::milliseconds(2), std::max<std::chrono::steady_clock::duration>(left, {})));
+                    const auto left = d - Clock::now();
+                    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, std::max<Clock::duration>(left, {})));
+                    backoff = std::min(backoff * 2, std::chrono::milliseconds(16));
                 }
                 pending = std::move(next);
             }
@@ -651,7 +953,12 @@ class Client {
         }
     };
 
-    explicit Client(Options options) : s_(std::make_unique<Shared>()) { s_->opt = std::move(options); }
+    explicit Client(Options options) : s_(std::make_unique<Shared>()) {
+        s_->opt = std::move(options);
+        const std::size_t hw = std::max<std::size_t>(1, std::thread::hardware_concurrency());
+        s_->pool = s_->opt.pool_size != 0 ? s_->opt.pool_size : std::min<std::size_t>(hw, 8);
+        s_->sentinel = s_->opt.key_prefix + "!sentinel";
+    }
 
     std::unique_ptr<Shared> s_;
 };

@@ -39,16 +39,18 @@ namespace redis {
 ///
 /// Clock: try_acquire uses the Redis server's TIME (microseconds, one clock
 /// for the fleet); try_acquire_at uses the caller's now_ns (tests, replays).
-/// A key's TTL is its time to full replenishment (+2 ms), so Redis holds only
-/// keys that are not fresh. All-or-nothing: try_acquire_all charges every
-/// limit of the list or none. Failure: within command_timeout, Options::
-/// on_error decides, the Decision is degraded and degraded_count() grows.
+/// A key's TTL is its time to full replenishment (+2 ms; caller's time: +
+/// Options::max_clock_skew), so Redis holds only keys that are not fresh. All-or-nothing: try_acquire_all charges every
+/// limit of the list or none. Failure: within the Client's command_timeout
+/// from the call's entry, Options::on_error decides, the Decision is
+/// degraded and degraded_count() grows. Lost state: see Client.
 ///
 /// Redis Cluster: a batch is one script call per key, pipelined per node;
 /// the keys of try_acquire_all must share a hash slot (else
 /// std::invalid_argument, before anything is charged).
 /// Cost: one round trip per call or per batch; the script is O(limits).
-/// Thread safety: all members are thread-safe (the Client serialises I/O).
+/// Thread safety: all members are thread-safe (parallel round trips on the
+/// Client's pool).
 /// The limiter keeps a pointer to the Client: it must outlive the limiter.
 ///
 ///   tally::redis::GcraLimiter api(client, tally::Quota::per_minute(600));
@@ -56,8 +58,15 @@ namespace redis {
 ///   if (!d) reply_429(d.retry_after_ns);
 class GcraLimiter {
   public:
-    GcraLimiter(Client& client, const Quota& quota, Options options = {})
-        : client_(&client), opt_(std::move(options)), params_(quota, "tally::redis::GcraLimiter") {}
+    /// Takes the Client's Options (key prefix, fail mode) unless given its
+    /// own. std::invalid_argument when the Client's server has a
+    /// maxmemory-policy that can evict keys, unless allow_evicting_server.
+    GcraLimiter(Client& client, const Quota& quota, std::optional<Options> options = std::nullopt)
+        : client_(&client),
+          opt_(options ? std::move(*options) : client.options()),
+          params_(quota, "tally::redis::GcraLimiter") {
+        detail::refuse_evicting(client.eviction_refusal(), opt_, who);
+    }
 
     [[nodiscard]] Quota quota() const noexcept { return params_.quota(); }
     [[nodiscard]] const Options& options() const noexcept { return opt_; }
@@ -117,11 +126,14 @@ class GcraLimiter {
         const protocol::GcraParams* ps[1] = {&p};
         const std::uint64_t costs[1] = {cost};
         const std::string_view user[1] = {key};
-        const protocol::Call call[1] = {protocol::gcra_call(k, ps, costs, now_ns)};
+        const protocol::Call call[1] = {protocol::gcra_call(k, ps, costs, now_ns, detail::skew_ms(opt_))};
         std::vector<Reply> replies;
+        if (refused()) return degraded(client_->eviction_refusal());
         if (!client_->run(call, replies)) return degraded(client_->last_error());
         return finish(protocol::gcra_decode(replies[0], ps, costs, now_ns, user));
     }
+
+    bool refused() const noexcept { return !opt_.allow_evicting_server && client_->evicting(); }
 
     void batch(std::span<const std::string_view> keys, std::span<Decision> out, std::uint64_t cost,
                std::optional<std::uint64_t> now_ns) {
@@ -149,11 +161,11 @@ class GcraLimiter {
             call.args.reserve(m + 7);
             for (std::size_t i = at; i < at + m; ++i)
                 call.args.push_back(protocol::detail::prefixed_key(who, opt_.key_prefix, keys[i]));
-            protocol::gcra_batch_append_args(call.args, params_, cost, now_ns);
+            protocol::gcra_batch_append_args(call.args, params_, cost, now_ns, detail::skew_ms(opt_));
         }
         std::vector<Reply> replies;
-        if (!client_->run(calls, replies)) {
-            const std::string why = client_->last_error();
+        if (refused() || !client_->run(calls, replies)) {
+            const std::string why = refused() ? client_->eviction_refusal() : client_->last_error();
             for (auto& d : out) d = degraded(why);
             return;
         }
@@ -204,8 +216,9 @@ class GcraLimiter {
                         ") differ; on a Redis Cluster the keys of one call must share a slot: give them one "
                         "hash tag, e.g. {tenant:7}:user:42 and {tenant:7}:global");
         for (const auto& p : params) ps.push_back(&p);
-        const protocol::Call call[1] = {protocol::gcra_call(keys, ps, costs, now_ns)};
+        const protocol::Call call[1] = {protocol::gcra_call(keys, ps, costs, now_ns, detail::skew_ms(opt_))};
         std::vector<Reply> replies;
+        if (refused()) return degraded(client_->eviction_refusal());
         if (!client_->run(call, replies)) return degraded(client_->last_error());
         return finish(protocol::gcra_decode(replies[0], ps, costs, now_ns, user));
     }

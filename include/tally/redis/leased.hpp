@@ -80,8 +80,15 @@ struct LeaseOptions {
 ///   if (auto d = api.try_acquire("key:42"); !d) reply_429(d.retry_after_ns);
 class LeasedLimiter {
   public:
-    LeasedLimiter(Client& client, const Quota& quota, LeaseOptions lease = {}, Options options = {})
-        : client_(&client), opt_(std::move(options)), lease_opt_(lease), params_(quota, who) {
+    /// Takes the Client's Options unless given its own; refuses an evicting
+    /// server as GcraLimiter does.
+    LeasedLimiter(Client& client, const Quota& quota, LeaseOptions lease = {},
+                  std::optional<Options> options = std::nullopt)
+        : client_(&client),
+          opt_(options ? std::move(*options) : client.options()),
+          lease_opt_(lease),
+          params_(quota, who) {
+        detail::refuse_evicting(client.eviction_refusal(), opt_, who);
         const Quota q = params_.quota();
         const std::uint64_t b = q.capacity();
         tally::detail::check_range(who, "max_lease", lease.max_lease, std::uint64_t{0}, b);
@@ -308,14 +315,17 @@ class LeasedLimiter {
         std::optional<std::uint64_t> at;
         if (caller_time) at.emplace(now);
         const std::uint64_t share = own_refill ? lease_opt_.share : 1;
-        const protocol::Call call[1] = {protocol::lease_call(k, *charge_, cost, want, share, ret_tat, ret_n, at)};
+        const protocol::Call call[1] = {
+            protocol::lease_call(k, *charge_, cost, want, share, ret_tat, ret_n, at, detail::skew_ms(opt_))};
         std::vector<Reply> replies;
         trips_.fetch_add(1, std::memory_order_relaxed);
-        const bool sent = client_->run(call, replies);
+        const bool refuse = !opt_.allow_evicting_server && client_->evicting();
+        const bool sent = !refuse && client_->run(call, replies);
         protocol::LeaseOutcome o;
         if (sent) o = protocol::lease_decode(replies[0], *charge_, cost, want, share, ret_n, at, key);
+        const std::string why = refuse ? client_->eviction_refusal() : sent ? std::string() : client_->last_error();
         if (!own_refill) {
-            if (!sent) return degraded(client_->last_error());
+            if (!sent) return degraded(why);
             if (!o.ok) return degraded(o.error);
             leased_.fetch_add(o.granted, std::memory_order_relaxed);
             return o.decision;
@@ -325,7 +335,7 @@ class LeasedLimiter {
         l.refilling = false;
         if (!sent || !o.ok) {
             l.granted = 0;
-            return degraded(sent ? o.error : client_->last_error());
+            return degraded(sent ? o.error : why);
         }
         returned_.fetch_add(o.returned, std::memory_order_relaxed);
         leased_.fetch_add(o.granted, std::memory_order_relaxed);

@@ -65,7 +65,13 @@ inline const std::string& script_source(Script s) {
 }
 
 /// One script invocation: EVALSHA <sha of script> <num_keys> <args...>
-/// (the first num_keys args are the keys).
+/// (the first num_keys args are the keys). Every script also takes the
+/// lost-state guard (scripts.hpp, lua_prelude): Client adds it on the wire,
+/// as one more key after the call's keys (the sentinel; none on a cluster)
+/// and three more arguments at the end ("1" or "0" for the sentinel, then
+/// the epoch and count the client last saw, "0" "0" when none), and strips
+/// the three integers it appends to every array reply. Another client
+/// runs a Call the same way (without a sentinel: "0" "0" "0").
 struct Call {
     Script script = Script::gcra;
     std::size_t num_keys = 0;
@@ -171,8 +177,11 @@ class GcraParams {
     [[nodiscard]] const Quota& quota() const noexcept { return quota_; }
     [[nodiscard]] const tally::detail::EmissionGrid& grid() const noexcept { return grid_; }
 
-    /// Appends the script's six per-limit arguments.
-    void append_args(std::vector<std::string>& args, std::uint64_t cost, std::optional<std::uint64_t> now_ns) const {
+    /// Appends the script's six per-limit arguments. skew_ms (caller's time
+    /// only): how much longer than the debt each written key lives, so a
+    /// caller clock up to that far behind Redis's never finds it expired.
+    void append_args(std::vector<std::string>& args, std::uint64_t cost, std::optional<std::uint64_t> now_ns,
+                     std::uint64_t skew_ms = 0) const {
         args.push_back(std::to_string(grid_.cap));
         args.push_back(std::to_string(std::min(cost, detail::max_cost_sent)));
         if (now_ns) {
@@ -181,7 +190,8 @@ class GcraParams {
             args.push_back(std::to_string(n & 0xffffffffu));
             args.push_back(ms_per_unit_);
             char buf[40];
-            std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(*now_ns - grid_.time_of(n)) / 1e6);
+            std::snprintf(buf, sizeof buf, "%.17g",
+                          static_cast<double>(*now_ns - grid_.time_of(n)) / 1e6 - static_cast<double>(skew_ms));
             args.emplace_back(buf);
         } else {
             args.push_back(std::to_string(rate_.x));
@@ -201,14 +211,15 @@ class GcraParams {
 /// The GCRA call for limits[i] = (prefixed key, params, cost); now_ns empty
 /// means Redis TIME.
 inline Call gcra_call(std::span<const std::string> keys, std::span<const GcraParams* const> params,
-                      std::span<const std::uint64_t> costs, std::optional<std::uint64_t> now_ns) {
+                      std::span<const std::uint64_t> costs, std::optional<std::uint64_t> now_ns,
+                      std::uint64_t skew_ms = 0) {
     Call c;
     c.script = Script::gcra;
     c.num_keys = keys.size();
     c.args.reserve(keys.size() * 7 + 1);
     for (const auto& k : keys) c.args.push_back(k);
     c.args.emplace_back(now_ns ? "c" : "s");
-    for (std::size_t i = 0; i < keys.size(); ++i) params[i]->append_args(c.args, costs[i], now_ns);
+    for (std::size_t i = 0; i < keys.size(); ++i) params[i]->append_args(c.args, costs[i], now_ns, skew_ms);
     return c;
 }
 
@@ -261,18 +272,18 @@ inline Outcome gcra_decode(const Reply& r, std::span<const GcraParams* const> pa
 /// quota and cost, in one script call. gcra_batch_append_args appends what
 /// follows the keys (for a caller that builds the keys in place).
 inline void gcra_batch_append_args(std::vector<std::string>& args, const GcraParams& params, std::uint64_t cost,
-                                   std::optional<std::uint64_t> now_ns) {
+                                   std::optional<std::uint64_t> now_ns, std::uint64_t skew_ms = 0) {
     args.emplace_back(now_ns ? "C" : "S");
-    params.append_args(args, cost, now_ns);
+    params.append_args(args, cost, now_ns, skew_ms);
 }
 inline Call gcra_batch_call(std::span<const std::string> keys, const GcraParams& params, std::uint64_t cost,
-                            std::optional<std::uint64_t> now_ns) {
+                            std::optional<std::uint64_t> now_ns, std::uint64_t skew_ms = 0) {
     Call c;
     c.script = Script::gcra_batch;
     c.num_keys = keys.size();
     c.args.reserve(keys.size() + 7);
     for (const auto& k : keys) c.args.push_back(k);
-    gcra_batch_append_args(c.args, params, cost, now_ns);
+    gcra_batch_append_args(c.args, params, cost, now_ns, skew_ms);
     return c;
 }
 
@@ -376,11 +387,12 @@ class SlidingParams {
     }
     [[nodiscard]] const Local& local() const noexcept { return local_; }
 
-    [[nodiscard]] Call call(std::string key, std::uint64_t cost, std::optional<std::uint64_t> now_ns) const {
+    [[nodiscard]] Call call(std::string key, std::uint64_t cost, std::optional<std::uint64_t> now_ns,
+                            std::uint64_t skew_ms = 0) const {
         Call c;
         c.script = Script::sliding_window;
         c.num_keys = 1;
-        c.args.reserve(9);
+        c.args.reserve(10);
         c.args.push_back(std::move(key));
         c.args.emplace_back(now_ns ? "c" : "s");
         c.args.push_back(std::to_string(Slots));
@@ -396,6 +408,7 @@ class SlidingParams {
             c.args.push_back(std::to_string(rate_.y));
         }
         c.args.push_back(std::to_string(g_));
+        c.args.push_back(std::to_string(now_ns ? std::min(skew_ms, detail::exact_limit / 2) : 0));
         return c;
     }
 
@@ -457,14 +470,14 @@ struct LeaseOutcome {
 /// want >= cost >= 1 (or want = cost = 0: only the hand-back), share >= 1.
 inline Call lease_call(std::string key, const GcraParams& params, std::uint64_t cost, std::uint64_t want,
                        std::uint64_t share, std::uint64_t ret_tat, std::uint64_t ret_n,
-                       std::optional<std::uint64_t> now_ns) {
+                       std::optional<std::uint64_t> now_ns, std::uint64_t skew_ms = 0) {
     Call c;
     c.script = Script::gcra;
     c.num_keys = 1;
     c.args.reserve(13);
     c.args.push_back(std::move(key));
     c.args.emplace_back(now_ns ? "k" : "l");
-    params.append_args(c.args, cost, now_ns);
+    params.append_args(c.args, cost, now_ns, skew_ms);
     c.args.push_back(std::to_string(std::min(want, detail::max_cost_sent)));
     c.args.push_back(std::to_string(std::min(share, detail::max_cost_sent)));
     c.args.push_back(std::to_string(ret_tat >> 32));

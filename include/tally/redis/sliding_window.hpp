@@ -36,7 +36,8 @@ namespace redis {
 /// whose 1000 / bucket_ns in lowest terms x/y has x*y >= 2^53.
 ///
 /// Clock: try_acquire uses Redis TIME, try_acquire_at the caller's now_ns.
-/// TTL: Slots * bucket_ns - elapsed (+2 ms), when the ring is empty again.
+/// TTL: Slots * bucket_ns - elapsed (+2 ms; caller's time: +
+/// Options::max_clock_skew), when the ring is empty again.
 /// Failure: as GcraLimiter (degraded Decision from Options::on_error).
 /// Memory in Redis: one string of about 20 + Slots * (digits + 1) bytes per
 /// active key. Thread safety: all members are thread-safe.
@@ -48,8 +49,12 @@ class SlidingWindowLimiter {
     static_assert(Slots >= 2 && Slots <= 1024, "Slots must lie in [2, 1024]");
 
   public:
-    SlidingWindowLimiter(Client& client, const Quota& quota, Options options = {})
-        : client_(&client), opt_(std::move(options)), params_(quota, who) {}
+    /// Takes the Client's Options unless given its own; refuses an evicting
+    /// server as GcraLimiter does.
+    SlidingWindowLimiter(Client& client, const Quota& quota, std::optional<Options> options = std::nullopt)
+        : client_(&client), opt_(options ? std::move(*options) : client.options()), params_(quota, who) {
+        detail::refuse_evicting(client.eviction_refusal(), opt_, who);
+    }
 
     [[nodiscard]] Quota quota() const noexcept { return params_.local().quota(); }
     [[nodiscard]] std::uint64_t bucket_ns() const noexcept { return params_.local().bucket_ns(); }
@@ -70,8 +75,9 @@ class SlidingWindowLimiter {
 
     Decision one(std::string_view key, std::uint64_t cost, std::optional<std::uint64_t> now_ns) {
         const protocol::Call call[1] = {
-            params_.call(protocol::detail::prefixed_key(who, opt_.key_prefix, key), cost, now_ns)};
+            params_.call(protocol::detail::prefixed_key(who, opt_.key_prefix, key), cost, now_ns, detail::skew_ms(opt_))};
         std::vector<Reply> replies;
+        if (!opt_.allow_evicting_server && client_->evicting()) return degraded(client_->eviction_refusal());
         if (!client_->run(call, replies)) return degraded(client_->last_error());
         const protocol::Outcome o = params_.decode(replies[0], cost, now_ns, key);
         return o.ok ? o.decision : degraded(o.error);

@@ -4,11 +4,13 @@
 
 #include "../../detail/abi.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
 
+#include "../../detail/throw.hpp"
 #include "../../limit/decision.hpp"
 #include "../options.hpp"
 
@@ -41,6 +43,19 @@ class FailLog {
     mutable std::mutex mu_;
     std::string error_;
 };
+
+/// Limiter construction against a server that can evict limiter keys:
+/// `refusal` is Client::eviction_refusal() ("" when the server is safe).
+inline void refuse_evicting(const std::string& refusal, const Options& options, const char* who) {
+    if (!refusal.empty() && !options.allow_evicting_server)
+        tally::detail::throw_invalid_argument(std::string(who) + ": " + refusal);
+}
+
+/// Options::max_clock_skew in whole milliseconds (negative counts as 0).
+inline std::uint64_t skew_ms(const Options& options) noexcept {
+    const auto ms = options.max_clock_skew.count();
+    return ms <= 0 ? 0 : static_cast<std::uint64_t>(std::min<long long>(ms, 1LL << 40));
+}
 
 }  // namespace redis::detail
 TALLY_END_NAMESPACE

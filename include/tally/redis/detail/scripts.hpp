@@ -92,6 +92,64 @@ local function ttl(ms)
   if ms > 99999999999999 then ms = 99999999999999 end
   return ms
 end
+-- Lost-state guard. The last three ARGV are G ('1': KEYS ends with the
+-- sentinel), the sentinel epoch and count the client last saw (0 0: none).
+-- The sentinel "t1:<epoch>:<count>:<lost_at>" has no TTL; every call counts
+-- up. Gone (with an epoch seen), another epoch, or a count below the one
+-- seen: the state was lost, lost_at = now. Then, for a key's time to full
+-- replenishment after lost_at, a key found missing starts spent. Every array
+-- reply ends with epoch, count, detected (0 0 0 without a sentinel).
+local NA = #ARGV - 3
+local G = ARGV[NA + 1] == '1'
+local NK = #KEYS
+if G then NK = NK - 1 end
+local T, lost_at, gep, gcnt, gdet = 0, 0, 0, 0, 0
+local function guard()
+  if not G then return end
+  T = now_us()
+  local ee, ec = tonumber(ARGV[NA + 2]), tonumber(ARGV[NA + 3])
+  local sk = KEYS[#KEYS]
+  local sv = redis.pcall('GET', sk)
+  local found = false
+  if type(sv) == 'string' then
+    local a, b, c = string.match(sv, '^t1:(%d+):(%d+):(%d+)$')
+    if a then
+      gep, gcnt, lost_at = tonumber(a), tonumber(b), tonumber(c)
+      found = true
+    end
+  end
+  if not found then
+    gep, gcnt, lost_at = T, 0, 0
+    if ee > 0 then
+      lost_at = T
+      gdet = 1
+    end
+  elseif ee > 0 and (gep ~= ee or gcnt < ec) then
+    lost_at = T
+    gdet = 1
+  end
+  gcnt = gcnt + 1
+  redis.call('SET', sk, 't1:' .. fmt(gep) .. ':' .. fmt(gcnt) .. ':' .. fmt(lost_at))
+end
+local function lost_within(horizon_us) return lost_at > 0 and T < lost_at + horizon_us end
+-- The GCRA state of a spent key at index (h, l): TAT = index + cap.
+local function spent(h, l, cap)
+  local xh, xl = h, l + cap
+  if xl >= P then
+    local k = math.floor(xl / P)
+    xl = xl - k * P
+    xh = xh + k
+  end
+  if xh >= P then xh, xl = P - 1, P - 1 end
+  return 'g1:' .. fmt(xh) .. ':' .. fmt(xl)
+end
+local function seal(out)
+  local n = #out
+  out[n + 1] = gep
+  out[n + 2] = gcnt
+  out[n + 3] = gdet
+  return out
+end
 )lua";
 
 // GCRA over #KEYS keys, all or nothing (limits), six arguments per key.
@@ -115,7 +173,8 @@ local mode = ARGV[1]
 local server = mode == 's' or mode == 'l'
 local lease = mode == 'l' or mode == 'k'
 local u = 0
-if server then u = now_us() end
+guard()
+if server then u = T > 0 and T or now_us() end
 -- A lease first hands back `rn` unused tokens of this process's previous
 -- lease, and only while the stored TAT is still the one that lease wrote:
 -- then no charge made since depends on them, and lowering the TAT by rn is
@@ -156,13 +215,14 @@ local function write(i, bh, bl, cost, debt, ms, lead)
   redis.call('SET', KEYS[i], 'g1:' .. xh .. ':' .. xl, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
 end
 local cap, cost, x, y, ms, lead, nh, nl
-for i = 1, #KEYS do
+for i = 1, NK do
   local o = 1 + (i - 1) * 6
   cap, cost = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
   x, y, ms, lead = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
   nh, nl = x, y
   if server then nh, nl, lead = index_now(u, x, y) end
   local v = redis.pcall('GET', KEYS[i])
+  if not v and lost_within(cap * ms * 1000) then v = spent(nh, nl, cap) end
   local th, tl, bad = 0, 0, nil
   if type(v) == 'table' then
     bad = 'holds a non-string value'
@@ -219,12 +279,12 @@ end
 if lease then out[at + 1] = returned end
 if all then
   out[1] = 1
-  for i = 1, #KEYS do
+  for i = 1, NK do
     local p = plan[i]
     if p[3] > 0 then write(i, p[1], p[2], p[3], p[4], p[5], p[6]) end
   end
 end
-return out
+return seal(out)
 )lua";
 
 // GCRA batch: every key of #KEYS decided and charged on its own, one quota
@@ -249,15 +309,16 @@ inline constexpr std::string_view lua_gcra_batch = R"lua(
 local cap, cost = tonumber(ARGV[2]), tonumber(ARGV[3])
 local x, y, ms, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local u, nh, nl = 0, x, y
+guard()
 if ARGV[1] == 'S' then
-  u = now_us()
+  u = T > 0 and T or now_us()
   nh, nl, lead = index_now(u, x, y)
 end
-local m = #KEYS
+local m = NK
 -- MGET answers nil both for a missing key and for a key of another type:
 -- one EXISTS over the nil keys tells them apart, and one EXISTS per nil key
 -- only when some of them exist.
-local vals = redis.call('MGET', unpack(KEYS))
+local vals = redis.call('MGET', unpack(KEYS, 1, m))
 local nils, nn = {}, 0
 for i = 1, m do
   if not vals[i] then
@@ -268,6 +329,13 @@ end
 if nn > 0 and redis.call('EXISTS', unpack(nils)) > 0 then
   for i = 1, m do
     if not vals[i] and redis.call('EXISTS', KEYS[i]) == 1 then vals[i] = {} end
+  end
+end
+-- Missing keys shortly after a loss of state start spent.
+if nn > 0 and lost_within(cap * ms * 1000) then
+  local sp = spent(nh, nl, cap)
+  for i = 1, m do
+    if not vals[i] then vals[i] = sp end
   end
 end
 local function state(h, l)
@@ -365,7 +433,7 @@ elseif nw > 1 then
 end
 out[1] = ne / 3
 for j = 1, ne do out[m + 2 + j] = ext[j] end
-return out
+return seal(out)
 )lua";
 
 // Sliding-window counter ring, one key.
@@ -379,10 +447,11 @@ return out
 // as read (before the ring advanced).
 inline constexpr std::string_view lua_sliding = R"lua(
 local S, limit, cost, w = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local x, y, g = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local x, y, g, skew = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local u, b, e = 0, x, y
+guard()
 if ARGV[1] == 's' then
-  u = now_us()
+  u = T > 0 and T or now_us()
   local r = math.fmod(u, y)
   local rx = r * x
   local f = math.fmod(rx, y)
@@ -406,6 +475,10 @@ if v then
     if c[n] >= 9007199254740992 then n = S + 1 break end
   end
   if n ~= S or newest >= 9007199254740992 then return redis.error_reply('TALLYFOREIGN 1 holds a ring of another size') end
+elseif lost_within(S * w / 1000) then
+  -- Missing shortly after a loss of state: the ring starts full.
+  newest = b
+  c[math.fmod(b, S) + 1] = limit
 end
 local out = {0, u, newest}
 for i = 1, S do out[3 + i] = c[i] end
@@ -447,9 +520,9 @@ if changed then
   local parts = {}
   for i = 1, S do parts[i] = fmt(c[i]) end
   redis.call('SET', key, 'w1:' .. fmt(w) .. ':' .. fmt(newest) .. ':' .. table.concat(parts, ','),
-             'PX', ttl(math.floor((S * w - e) / 1000000) + 2))
+             'PX', ttl(math.floor((S * w - e) / 1000000) + 2 + skew))
 end
-return out
+return seal(out)
 )lua";
 
 }  // namespace redis::detail
