@@ -126,7 +126,9 @@ struct Equivalent {
 struct LinearWalk {
     std::vector<double> pos, val;
 
-    explicit LinearWalk(TDigest& d) {
+    /// point_masses = false is the interpolation of every centroid on its
+    /// own, without point masses for equal means (the negative control).
+    explicit LinearWalk(TDigest& d, bool point_masses = true) {
         const auto cs = d.centroids();
         const double n = d.total(), mn = d.min(), mx = d.max();
         double prev = 0;
@@ -138,18 +140,22 @@ struct LinearWalk {
         };
         emit(0, mn);
         double w_before = 0;
-        for (std::size_t i = 0; i < cs.size(); ++i) {
-            const auto& c = cs[i];
-            if (c.weight <= 1) {
-                emit(w_before, c.mean);
-                emit(w_before + c.weight, c.mean);
+        for (std::size_t i = 0; i < cs.size();) {
+            // a block: the centroids of equal mean (one without point masses)
+            std::size_t j = i + 1;
+            double w = cs[i].weight;
+            while (point_masses && j < cs.size() && cs[j].mean == cs[i].mean) w += cs[j++].weight;
+            if (j - i > 1 || w <= 1) {
+                emit(w_before, cs[i].mean);
+                emit(w_before + w, cs[i].mean);
             } else {
-                const double half = c.weight / 2;
+                const double half = w / 2;
                 if (i == 0) emit(std::min(1.0, half), mn);
-                emit(w_before + half, c.mean);
-                if (i + 1 == cs.size()) emit(n - std::min(1.0, half), mx);
+                emit(w_before + half, cs[i].mean);
+                if (j == cs.size()) emit(n - std::min(1.0, half), mx);
             }
-            w_before += c.weight;
+            w_before += w;
+            i = j;
         }
         emit(n, mx);
     }
@@ -772,18 +778,19 @@ TEST_CASE("TDigest: golden bytes", "[tdigest][serialize]") {
     d.add(1);
     d.add(3, 2);
     d.add(2);
-    // header, compression 100, min 1, max 3, count 4, 3 centroids:
-    // (1, 1), (2, 1), (3, 2)
+    // header, compression 100, min 1, max 3, count 4, 4 centroids:
+    // (1, 1), (2, 1), and the value 3 of weight 2 as a point mass (3, 1), (3, 1)
     const std::vector<std::uint8_t> golden = {
         'T',  'A',  'L',  'Y',  8,    1,    0,    0,                                                     // frame
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x59, 0x40,                                                  // 100.0
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f,                                                  // min 1.0
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x40,                                                  // max 3.0
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x40,                                                  // count 4.0
-        0x03, 0x00, 0x00, 0x00,                                                                          // k = 3
+        0x04, 0x00, 0x00, 0x00,                                                                          // k = 4
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f,  // (1, 1)
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f,  // (2, 1)
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40,  // (3, 2)
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f,  // (3, 1)
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f,  // (3, 1)
     };
     CHECK(d.serialize() == to_bytes(golden));
     const TDigest back = TDigest::deserialize(to_bytes(golden));

@@ -19,6 +19,7 @@
 #include "../core/platform.hpp"
 #include "../core/serialize.hpp"
 #include "../detail/primitives.hpp"
+#include "detail/tdigest_pass.hpp"
 #include "detail/tdigest_scale.hpp"
 #include "detail/tdigest_sort.hpp"
 #include "../detail/throw.hpp"
@@ -165,9 +166,7 @@ class TDigest {
     static void check_trim(double lo, double hi);
     template <class F>
     std::invoke_result_t<F&, const TDigest&> with_flushed(F&& f) const;
-    template <class Limit, class Take>
-    void run_pass(const Limit& limit, Take&& take) noexcept;
-    void compress() noexcept;
+    void compress(bool recs_are_centroids = false) noexcept;
     bool allocate_buffers() noexcept;
     void build_view() noexcept;
     template <bool Upper>
@@ -243,7 +242,7 @@ inline TDigest TDigest::from_centroids(std::span<const Centroid> centroids, doub
         // too many to keep: one merge pass (through the record buffer)
         d.recs_.assign(centroids.begin(), centroids.end());
         d.nrecs_ = d.recs_.size();
-        d.compress();
+        d.compress(true);
     }
     return d;
 }
@@ -373,7 +372,7 @@ inline TDigest& TDigest::merge(const TDigest& other) {
     total_ += o->total_;
     min_ = std::min(min_, o->min_);
     max_ = std::max(max_, o->max_);
-    compress();
+    compress(true);
     return *this;
 }
 
@@ -455,95 +454,107 @@ std::invoke_result_t<F&, const TDigest&> TDigest::with_flushed(F&& f) const {
 }
 
 
-// One merge pass over the sorted buffer and the centroids (both sorted by
-// (mean, weight)), greedy from the left: a centroid that starts at
-// cumulative weight W may grow up to weight n * q(k(W / n) + 1) - W.
-// Greedy pass over a sorted stream; take(m, w) yields the next item and
-// returns whether more follow (the stream is never empty).
-template <class Limit, class Take>
-void TDigest::run_pass(const Limit& limit, Take&& take) noexcept {
-    double base, cw;
-    bool more = take(base, cw);
-    double last = base, acc = 0, closed = 0;
-    double wmax = limit(0.0);
-    auto emit = [&] {
-        double m = base + acc / cw;
-        if (!std::isfinite(m)) m = base / 2 + last / 2;
-        scratch_.push_back(Centroid{std::min(std::max(m, base), last), cw});
-    };
-    while (more) {
-        double m, w;
-        more = take(m, w);
-        if (closed + cw + w <= wmax) {
-            acc += (m - base) * w;
-            cw += w;
-            last = m;
-        } else {
-            emit();
-            closed += cw;
-            wmax = limit(closed);
-            base = last = m;
-            acc = 0;
-            cw = w;
-        }
-    }
-    emit();
-}
-
-inline void TDigest::compress() noexcept {
+// One merge pass (detail::tdigest_pass) over the sorted buffer and the
+// centroids, read in (mean, weight) order: a centroid that starts at
+// cumulative weight W may grow up to weight n * q(k(W / n) + 1) - W. The
+// record buffer holds weighted values of add, or centroids (merge).
+inline void TDigest::compress(bool recs_are_centroids) noexcept {
     detail::tdigest_radix_sort(keys_.data(), nkeys_, key_tmp_.data());
     std::sort(recs_.data(), recs_.data() + nrecs_, detail::tdigest_less<Centroid>);
     const double n = total_;
-    const detail::TDigestScale scale(compression_, n);
-    auto limit = [&](double w_closed) {
-        const double q0 = std::clamp(w_closed / n, 0.0, 1.0);
-        return n * scale.next_q(q0);
+    const detail::TDigestScale full(compression_, n);
+    // a pure run is a point mass when it is heavy on the scale of all the weight
+    double fraction = detail::tdigest_point_mass_fraction;
+    auto heavy = [&](double before, double w) {
+        const double q0 = std::clamp(before / n, 0.0, 1.0);
+        return w > fraction * (n * full.next_q(q0) - before);
     };
     scratch_.clear();
     // three sorted streams, read in (mean, weight) order: centroids,
     // weighted records, unit-weight keys
-    const Centroid* c = centroids_.data();
-    const Centroid* const c_end = c + centroids_.size();
-    const Centroid* b = recs_.data();
-    const Centroid* const b_end = b + nrecs_;
-    const std::uint64_t* u = keys_.data();
-    const std::uint64_t* const u_end = u + nkeys_;
+    const Centroid *c = nullptr, *b = nullptr;
+    const Centroid* const c_end = centroids_.data() + centroids_.size();
+    const Centroid* const b_end = recs_.data() + nrecs_;
+    const std::uint64_t* u = nullptr;
+    const std::uint64_t* const u_end = keys_.data() + nkeys_;
     constexpr double inf = std::numeric_limits<double>::infinity();
-    double um = u != u_end ? detail::tdigest_unkey(*u) : inf;
-    auto next_unit = [&](double& m, double& w) {
+    double um = inf;
+    auto reset = [&] {
+        c = centroids_.data();
+        b = recs_.data();
+        u = keys_.data();
+        um = u != u_end ? detail::tdigest_unkey(*u) : inf;
+    };
+    auto next_unit = [&](double& m, double& w, bool& raw) {
         m = um;
         w = 1;
+        raw = true;
         ++u;
         um = u != u_end ? detail::tdigest_unkey(*u) : inf;
     };
-    if (nrecs_ == 0) {
-        // the usual case: centroids and unit-weight values only
-        run_pass(limit, [&](double& m, double& w) {
-            if (u != u_end && (c == c_end || um < c->mean || (um == c->mean && 1.0 < c->weight))) {
-                next_unit(m, w);
-            } else {
-                m = c->mean;
-                w = c->weight;
+    // the usual case: centroids and unit-weight values only
+    auto take_cu = [&](double& m, double& w, bool& raw) {
+        if (u != u_end && (c == c_end || um < c->mean || (um == c->mean && 1.0 < c->weight))) {
+            next_unit(m, w, raw);
+        } else {
+            m = c->mean;
+            w = c->weight;
+            raw = false;
+            ++c;
+        }
+        return u != u_end || c != c_end;
+    };
+    auto take_all = [&](double& m, double& w, bool& raw) {
+        const bool from_b = b != b_end && (c == c_end || detail::tdigest_less(*b, *c));
+        const Centroid* r = from_b ? b : (c != c_end ? c : nullptr);
+        if (u != u_end && (r == nullptr || um < r->mean || (um == r->mean && 1.0 < r->weight))) {
+            next_unit(m, w, raw);
+        } else {
+            m = r->mean;
+            w = r->weight;
+            raw = from_b && !recs_are_centroids;
+            if (from_b)
+                ++b;
+            else
                 ++c;
-            }
-            return u != u_end || c != c_end;
-        });
-    } else {
-        run_pass(limit, [&](double& m, double& w) {
-            const bool from_b = b != b_end && (c == c_end || detail::tdigest_less(*b, *c));
-            const Centroid* r = from_b ? b : (c != c_end ? c : nullptr);
-            if (u != u_end && (r == nullptr || um < r->mean || (um == r->mean && 1.0 < r->weight))) {
-                next_unit(m, w);
-            } else {
-                m = r->mean;
-                w = r->weight;
-                if (from_b)
-                    ++b;
-                else
-                    ++c;
-            }
-            return u != u_end || b != b_end || c != c_end;
-        });
+        }
+        return u != u_end || b != b_end || c != c_end;
+    };
+    // Ties are possible with weighted records, equal neighbours in the sorted
+    // keys or equal-mean centroids (point masses); then a first read of the
+    // stream finds the weight in point masses, and the k-size limit of the
+    // other centroids is taken over the rest of the weight (so a point mass
+    // does not coarsen the centroids around it).
+    bool ties = nrecs_ != 0;
+    for (std::size_t i = 1; !ties && i < nkeys_; ++i) ties = keys_[i] == keys_[i - 1];
+    for (std::size_t i = 1; !ties && i < centroids_.size(); ++i) ties = centroids_[i].mean == centroids_[i - 1].mean;
+    auto run = [&](auto& take) {
+        reset();
+        double rest = n;
+        if (ties) {
+            const double in_masses = detail::tdigest_point_mass_weight(heavy, take);
+            reset();
+            if (in_masses > 0 && in_masses < n) rest = n - in_masses;
+        }
+        const detail::TDigestScale scale = rest == n ? full : detail::TDigestScale(compression_, rest);
+        auto limit = [&](double w_closed) {
+            const double q0 = std::clamp(w_closed / rest, 0.0, 1.0);
+            return rest * scale.next_q(q0);
+        };
+        detail::tdigest_pass(scratch_, limit, heavy, take);
+    };
+    // Point masses take two centroids each; data made of many values just
+    // heavy enough could exceed what deserialize accepts, and then the pass
+    // runs again with a doubled threshold (at 1, point masses and centroids
+    // together stay within a few times the compression).
+    for (;;) {
+        if (nrecs_ == 0)
+            run(take_cu);
+        else
+            run(take_all);
+        if (scratch_.size() <= max_centroids(compression_) || fraction >= 1) break;
+        fraction *= 2;
+        scratch_.clear();
     }
     centroids_.swap(scratch_);
     nkeys_ = nrecs_ = 0;
@@ -623,36 +634,11 @@ std::size_t TDigest::first_at_least(const double* a, std::size_t n, double x) no
     return static_cast<std::size_t>(base - a) + (right ? 1 : 0);
 }
 
-// The interpolated quantile function f on [0, n] is piecewise linear
-// through "knots" (cumulative weight, value): (0, min) first; a centroid
-// of weight <= 1 is a point mass, a flat step over its rank interval; a
-// heavier centroid is one knot at the middle of its interval; the first
-// and last heavy centroids get a unit-wide flat step at min / max.
+// The knots of the interpolated quantile function (detail::tdigest_walk_knots):
+// point masses are flat steps, other centroids a knot at their middle.
 template <class Visit>
 void TDigest::walk_knots(Visit&& visit) const {
-    const double n = total_;
-    const std::size_t k = centroids_.size();
-    double prev = 0;
-    auto emit = [&](double pos, double v) {
-        pos = std::clamp(pos, prev, n);
-        prev = pos;
-        return visit(pos, v);
-    };
-    if (emit(0, min_)) return;
-    double w_before = 0;
-    for (std::size_t i = 0; i < k; ++i) {
-        const Centroid& c = centroids_[i];
-        if (c.weight <= 1) {
-            if (emit(w_before, c.mean) || emit(w_before + c.weight, c.mean)) return;
-        } else {
-            const double half = c.weight / 2;
-            if (i == 0 && emit(std::min(1.0, half), min_)) return;
-            if (emit(w_before + half, c.mean)) return;
-            if (i + 1 == k && emit(n - std::min(1.0, half), max_)) return;
-        }
-        w_before += c.weight;
-    }
-    emit(n, max_);
+    detail::tdigest_walk_knots(centroids_.data(), centroids_.size(), total_, min_, max_, visit);
 }
 
 inline double TDigest::quantile_flushed(double q) const noexcept {
