@@ -31,6 +31,7 @@
 #include "sketch/bloom_filter.hpp"
 #include "sketch/count_min.hpp"
 #include "sketch/hyperloglog.hpp"
+#include "sketch/kll.hpp"
 #include "sketch/reservoir.hpp"
 #include "sketch/tdigest.hpp"
 #include "sketch/top_k.hpp"
