@@ -12,6 +12,7 @@
 #include <numbers>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "../core/serialize.hpp"
 #include "../detail/primitives.hpp"
 #include "detail/tdigest_pass.hpp"
+#include "detail/tdigest_postgres.hpp"
 #include "detail/tdigest_scale.hpp"
 #include "detail/tdigest_sort.hpp"
 #include "../detail/throw.hpp"
@@ -153,6 +155,21 @@ class TDigest {
     /// every length against the bytes present before allocating.
     [[nodiscard]] static TDigest deserialize(std::span<const std::byte> bytes);
 
+    // ---- PostgreSQL `tdigest` extension (docs/postgres.md) -----------------
+
+    /// The extension's text form ("flags 1 count N compression C centroids K
+    /// (mean, count) ..."), which the server accepts as a tdigest value; means
+    /// in shortest round-trip form. The extension counts integers: centroid
+    /// weights become the steps of the rounded cumulative weight (total kept,
+    /// each within 1). Throws std::invalid_argument if the digest is empty
+    /// (store NULL), or compression or the total weight is not an integer.
+    [[nodiscard]] std::string to_postgres() const;
+    /// Parses the text the server prints for a tdigest value (flags 1, or 0:
+    /// the pre-1.2 sum form) into a digest of those centroids at compression
+    /// C; min() and max() are the outer centroids' means (the text has no
+    /// others). Throws tally::FormatError on malformed text.
+    [[nodiscard]] static TDigest from_postgres(std::string_view text);
+
   private:
     // an empty placeholder that allocates nothing (for merge)
     TDigest(double compression, int) noexcept : compression_(compression) {}
@@ -196,6 +213,41 @@ class TDigest {
 };
 
 // ---- implementation -----------------------------------------------------
+
+inline std::string TDigest::to_postgres() const {
+    constexpr const char* who = "tally::TDigest::to_postgres: ";
+    if (empty()) detail::throw_invalid_argument(std::string(who) + "an empty digest has no tdigest value (store NULL)");
+    if (compression_ != std::floor(compression_))
+        detail::throw_invalid_argument(std::string(who) + "compression " + detail::format_number(compression_) +
+                                       " is not an integer (the extension's compression is)");
+    if (!(total_ == std::floor(total_) && total_ <= static_cast<double>(detail::pg_tdigest_max_count)))
+        detail::throw_invalid_argument(std::string(who) + "total weight " + detail::format_number(total_) +
+                                       " is not an integer in [1, 2^53] (the extension counts values)");
+    return with_flushed([&](const TDigest& d) {
+        // Counts are the rounded cumulative weights' steps: they sum to the
+        // total exactly and each is within 1 of its weight; one that rounds
+        // to 0 is left out.
+        std::vector<detail::PgTdigestCentroid> cs;
+        cs.reserve(d.centroids_.size());
+        double cum = 0;
+        std::int64_t before = 0;
+        for (const Centroid& c : d.centroids_) {
+            cum += c.weight;
+            const auto upto = static_cast<std::int64_t>(std::llround(cum));
+            if (upto > before) cs.push_back({c.mean, upto - before});
+            before = upto > before ? upto : before;
+        }
+        return detail::pg_tdigest_format(static_cast<int>(compression_), before, cs);
+    });
+}
+
+inline TDigest TDigest::from_postgres(std::string_view text) {
+    const detail::PgTdigestText t = detail::pg_tdigest_parse(text);
+    std::vector<Centroid> cs;
+    cs.reserve(t.centroids.size());
+    for (const auto& c : t.centroids) cs.push_back({c.mean, static_cast<double>(c.count)});
+    return from_centroids(cs, cs.front().mean, cs.back().mean, static_cast<double>(t.compression));
+}
 
 inline TDigest::TDigest(double compression) : compression_(compression) {
     detail::check_range("tally::TDigest::TDigest", "compression", compression, min_compression, max_compression);
