@@ -975,3 +975,175 @@ TEST_CASE("TDigest: from_centroids keeps valid centroids and rejects bad ones", 
     CHECK(m.total() == std::accumulate(many.begin(), many.end(), 0.0, [](double s, C c) { return s + c.weight; }));
     CHECK(TDigest::deserialize(m.serialize()).serialize() == m.serialize());
 }
+
+// ---- tied and discrete data ----------------------------------------------
+
+namespace {
+
+enum class Tied { geometric, lognormal_ms, half_constant, distinct30 };
+
+const char* name_of(Tied t) {
+    switch (t) {
+        case Tied::geometric: return "geometric(0.3) integers";
+        case Tied::lognormal_ms: return "lognormal latencies (median 20 ms) rounded to 1 ms";
+        case Tied::half_constant: return "half the values 1.0, half lognormal";
+        case Tied::distinct30: return "30 distinct values, uniformly";
+    }
+    return "";
+}
+
+std::vector<double> make_tied(Tied t, std::size_t n, std::uint64_t seed) {
+    Rng r(seed);
+    std::vector<double> v(n);
+    for (double& x : v) {
+        switch (t) {
+            case Tied::geometric:  // failures before the first success, p = 0.3
+                x = std::floor(std::log1p(-r.uniform()) / std::log(0.7));
+                break;
+            case Tied::lognormal_ms:
+                x = std::round(20 * std::exp(normal(r)));
+                break;
+            case Tied::half_constant:
+                x = r.uniform() < 0.5 ? 1.0 : std::exp(normal(r));
+                break;
+            case Tied::distinct30:
+                x = 1.5 * static_cast<double>(r.below(30));
+                break;
+        }
+    }
+    return v;
+}
+
+/// The exact rank interval [F(x-), F(x)] of x in the sorted data, as fractions.
+std::pair<double, double> rank_interval(const std::vector<double>& sorted, double x) {
+    const double n = static_cast<double>(sorted.size());
+    return {static_cast<double>(std::lower_bound(sorted.begin(), sorted.end(), x) - sorted.begin()) / n,
+            static_cast<double>(std::upper_bound(sorted.begin(), sorted.end(), x) - sorted.begin()) / n};
+}
+
+/// Rank error of an answer x for q: the distance from q to x's rank interval
+/// (0 when x is an exact q-quantile; |F(x) - q| for values that occur once).
+double interval_error(const std::vector<double>& sorted, double x, double q) {
+    const auto [lo, hi] = rank_interval(sorted, x);
+    return q < lo ? lo - q : (q > hi ? q - hi : 0.0);
+}
+
+struct Worst {
+    double mid = 0, tail = 0;
+};
+
+template <class Quantile>
+Worst worst_errors(const std::vector<double>& sorted, Quantile&& quantile) {
+    Worst w;
+    for (int i = 10; i <= 990; ++i) {
+        const double q = i / 1000.0;
+        w.mid = std::max(w.mid, interval_error(sorted, quantile(q), q));
+    }
+    for (double q : {0.001, 0.999}) w.tail = std::max(w.tail, interval_error(sorted, quantile(q), q));
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE("TDigest: a point mass answers its value, and cdf counts it inclusively", "[tdigest][tied]") {
+    // 30 distinct values: every one a point mass, so quantile is the exact
+    // lower quantile (the smallest value whose F reaches q) and cdf the exact
+    // F(x) = fraction <= x, at, between and beside the values
+    auto v = make_tied(Tied::distinct30, 200000, 5);
+    TDigest d = digest_of(v);
+    std::sort(v.begin(), v.end());
+    const double n = static_cast<double>(v.size());
+    for (int i = 0; i <= 1000; ++i) {
+        const double q = i / 1000.0;
+        const double r = q * n;
+        const auto idx = static_cast<std::size_t>(std::max(0.0, std::ceil(r) - 1));
+        INFO("q = " << q);
+        CHECK(d.quantile(q) == v[idx]);
+    }
+    for (int k = -1; k <= 30; ++k) {
+        for (double x : {1.5 * k, 1.5 * k + 0.75, std::nextafter(1.5 * k, -inf_v)}) {
+            INFO("x = " << x);
+            CHECK(d.cdf(x) == exact_cdf(v, x));
+            CHECK(d.rank(x) == Catch::Approx(exact_cdf(v, x) * n).margin(1e-6));
+        }
+    }
+    // a point mass inside continuous data: the ranks it covers return it
+    TDigest mixed;
+    Rng rng(8);
+    for (int i = 0; i < 100000; ++i) mixed.add(rng.uniform() * 10);
+    mixed.add(5.0, 50000);  // one value of weight 50000
+    const double lo = mixed.cdf(std::nextafter(5.0, 0.0)), hi = mixed.cdf(5.0);
+    CHECK(hi - lo == Catch::Approx(50000 / mixed.total()).margin(0.003));
+    for (double q = lo + 0.002; q < hi - 0.002; q += 0.001) CHECK(mixed.quantile(q) == 5.0);
+    CHECK(mixed.quantile(lo - 0.01) < 5.0);
+    CHECK(mixed.quantile(hi + 0.01) > 5.0);
+}
+
+TEST_CASE("TDigest: point masses survive merge, serialize and from_centroids", "[tdigest][tied]") {
+    auto v = make_tied(Tied::geometric, 100000, 21);
+    std::vector<TDigest> shards(16, TDigest(100));
+    for (std::size_t i = 0; i < v.size(); ++i) shards[i % 16].add(v[i]);
+    const TDigest merged = tally::merge_all(shards);
+    const TDigest back = TDigest::deserialize(merged.serialize());
+    TDigest copy = merged;
+    const auto cs = copy.centroids();
+    const TDigest rebuilt =
+        TDigest::from_centroids(std::vector<TDigest::Centroid>(cs.begin(), cs.end()), merged.min(), merged.max(), 100);
+    std::sort(v.begin(), v.end());
+    for (const TDigest* d : {&merged, &back, &rebuilt}) {
+        // all the mass sits on a few integers, each a point mass: exact
+        for (int i = 0; i <= 1000; ++i) {
+            const double q = i / 1000.0;
+            const double x = d->quantile(q);
+            CHECK(x == std::floor(x));
+            CHECK(interval_error(v, x, q) == 0);
+        }
+        for (int k = 0; k <= 10; ++k) CHECK(d->cdf(k) == exact_cdf(v, k));
+    }
+    CHECK(back.serialize() == merged.serialize());
+    CHECK(rebuilt.serialize() == merged.serialize());
+}
+
+TEST_CASE("TDigest: geometric repro, quantile(0.795) is exactly 4", "[tdigest][tied]") {
+    // 10^6 geometric(0.3) integers at compression 100: F(3) = 0.76 and
+    // F(4) = 0.83, so every answer but 4 is off by at least 0.035 of rank
+    const auto v = make_tied(Tied::geometric, tally::test::big(1'000'000, 200'000), 32);
+    TDigest d = digest_of(v);
+    CHECK(d.quantile(0.795) == 4.0);
+    std::vector<TDigest> shards(16, TDigest(100));
+    for (std::size_t i = 0; i < v.size(); ++i) shards[i * 16 / v.size()].add(v[i]);
+    CHECK(tally::merge_all(shards).quantile(0.795) == 4.0);
+}
+
+TEST_CASE("TDigest: the documented bounds hold on tied and discrete data", "[tdigest][tied][big]") {
+    const std::size_t n = tally::test::big(1'000'000, 100'000);
+    const auto kind = GENERATE(Tied::geometric, Tied::lognormal_ms, Tied::half_constant, Tied::distinct30);
+    INFO(name_of(kind) << ", n = " << n);
+    auto v = make_tied(kind, n, 3200 + static_cast<std::uint64_t>(kind));
+    TDigest single = digest_of(v);
+    std::vector<TDigest> shards(16, TDigest(100));
+    for (std::size_t i = 0; i < n; ++i) shards[i * 16 / n].add(v[i]);  // contiguous shards
+    TDigest merged = tally::merge_all(shards);
+    std::sort(v.begin(), v.end());
+    for (TDigest* d : {&single, &merged}) {
+        INFO((d == &single ? "single digest" : "merge of 16 shards"));
+        CHECK(d->total() == static_cast<double>(n));
+        const Worst w = worst_errors(v, [&](double q) { return d->quantile(q); });
+        INFO("worst mid-range " << w.mid << ", tails " << w.tail);
+        CHECK(w.mid <= 0.005);
+        CHECK(w.tail <= 0.0005);
+        // cdf, inclusive: |cdf(x) - F(x)| at the exact q-quantiles
+        for (int i = 1; i <= 99; ++i) {
+            const double xq = v[static_cast<std::size_t>(i / 100.0 * static_cast<double>(n)) - 1];
+            CHECK(std::fabs(d->cdf(xq) - exact_cdf(v, xq)) <= 0.005);
+        }
+        CHECK(d->centroids().size() <= 16 * 100 + 1024);
+
+        // negative control: the same centroids, each interpolated on its own
+        // (no point masses for equal means), miss the bound on tied data
+        const LinearWalk plain(*d, false);
+        const Worst c = worst_errors(v, [&](double q) { return plain.quantile(q, d->total()); });
+        INFO("interpolation without point masses: worst mid-range " << c.mid);
+        CHECK(c.mid > 0.005);
+    }
+}
