@@ -189,6 +189,25 @@ class Client {
     /// True while a server of this Client has a maxmemory-policy that can
     /// evict keys with a TTL (volatile-*, allkeys-*).
     [[nodiscard]] bool evicting() const noexcept { return s_->evicting_nodes.load(std::memory_order_relaxed) > 0; }
+    /// Rereads maxmemory-policy (within command_timeout) on each server found
+    /// evicting more than a second ago, so a fixed server is used again;
+    /// limiters call it before refusing a call.
+    void recheck_eviction() {
+        if (!evicting()) return;
+        const Deadline d = Clock::now() + s_->opt.command_timeout;
+        std::vector<std::size_t> due;
+        {
+            std::lock_guard<std::mutex> lock(s_->mu);
+            for (std::size_t i = 0; i < s_->nodes.size(); ++i)
+                if (s_->nodes[i]->evicting && Clock::now() - s_->nodes[i]->checked >= std::chrono::seconds(1))
+                    due.push_back(i);
+        }
+        for (const std::size_t i : due) {
+            Node& n = s_->node(i);
+            std::string why;
+            if (auto c = s_->acquire(n, d, why)) s_->release(n, std::move(c));
+        }
+    }
     /// The refusal text for an evicting server ("" when none is known):
     /// names maxmemory-policy, its value and the fix.
     [[nodiscard]] std::string eviction_refusal() const {

@@ -133,7 +133,11 @@ class GcraLimiter {
         return finish(protocol::gcra_decode(replies[0], ps, costs, now_ns, user));
     }
 
-    bool refused() const noexcept { return !opt_.allow_evicting_server && client_->evicting(); }
+    bool refused() {
+        if (opt_.allow_evicting_server || !client_->evicting()) return false;
+        client_->recheck_eviction();
+        return client_->evicting();
+    }
 
     void batch(std::span<const std::string_view> keys, std::span<Decision> out, std::uint64_t cost,
                std::optional<std::uint64_t> now_ns) {
@@ -164,8 +168,9 @@ class GcraLimiter {
             protocol::gcra_batch_append_args(call.args, params_, cost, now_ns, detail::skew_ms(opt_));
         }
         std::vector<Reply> replies;
-        if (refused() || !client_->run(calls, replies)) {
-            const std::string why = refused() ? client_->eviction_refusal() : client_->last_error();
+        const bool refuse = refused();
+        if (refuse || !client_->run(calls, replies)) {
+            const std::string why = refuse ? client_->eviction_refusal() : client_->last_error();
             for (auto& d : out) d = degraded(why);
             return;
         }

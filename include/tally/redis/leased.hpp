@@ -319,7 +319,11 @@ class LeasedLimiter {
             protocol::lease_call(k, *charge_, cost, want, share, ret_tat, ret_n, at, detail::skew_ms(opt_))};
         std::vector<Reply> replies;
         trips_.fetch_add(1, std::memory_order_relaxed);
-        const bool refuse = !opt_.allow_evicting_server && client_->evicting();
+        bool refuse = !opt_.allow_evicting_server && client_->evicting();
+        if (refuse) {
+            client_->recheck_eviction();
+            refuse = client_->evicting();
+        }
         const bool sent = !refuse && client_->run(call, replies);
         protocol::LeaseOutcome o;
         if (sent) o = protocol::lease_decode(replies[0], *charge_, cost, want, share, ret_n, at, key);

@@ -77,7 +77,10 @@ class SlidingWindowLimiter {
         const protocol::Call call[1] = {
             params_.call(protocol::detail::prefixed_key(who, opt_.key_prefix, key), cost, now_ns, detail::skew_ms(opt_))};
         std::vector<Reply> replies;
-        if (!opt_.allow_evicting_server && client_->evicting()) return degraded(client_->eviction_refusal());
+        if (!opt_.allow_evicting_server && client_->evicting()) {
+            client_->recheck_eviction();
+            if (client_->evicting()) return degraded(client_->eviction_refusal());
+        }
         if (!client_->run(call, replies)) return degraded(client_->last_error());
         const protocol::Outcome o = params_.decode(replies[0], cost, now_ns, key);
         return o.ok ? o.decision : degraded(o.error);
