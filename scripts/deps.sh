@@ -47,7 +47,7 @@ tally_need_packages() {
         ;;
     esac
     echo "tally: no apt-get or brew here. Install: a C++20 compiler (g++ >= 12 or clang >= 14), CMake >= 3.25," >&2
-    echo "       Catch2 (v2.13 or v3), Google Benchmark, Python 3, redis-server, hiredis and pkg-config; then re-run." >&2
+    echo "       Catch2 (v2.13 or v3), Google Benchmark, Python 3, redis-server, hiredis, pkg-config, PostgreSQL 15 with the hll and tdigest extensions and libpq; then re-run." >&2
     echo "       (Debian names: ${debs[*]})" >&2
     exit 1
 }
@@ -55,12 +55,16 @@ tally_need_packages() {
 # Base toolchain every script needs.
 tally_base_deps() {
     tally_need_packages cmake make g++ catch2 libbenchmark-dev python3 redis-server redis-tools ca-certificates \
-        libhiredis-dev pkg-config \
-        -- cmake catch2 google-benchmark python redis hiredis pkgconf
+        libhiredis-dev pkg-config postgresql-15 postgresql-15-hll postgresql-15-tdigest libpq-dev \
+        -- cmake catch2 google-benchmark python redis hiredis pkgconf postgresql@15 libpq
     # redis-server and redis-cli (redis-tools: the cluster test joins its nodes
     # with redis-cli --cluster create) are installed now: the Redis tests must find them and run
     # (tests/redis_server.hpp fails instead of skipping).
     export TALLY_REQUIRE_REDIS=1
+    # PostgreSQL 15 with the hll and tdigest extensions, and libpq: tests/test_postgres.cpp
+    # starts a server and must run (a missing server, extension or libpq fails). Homebrew
+    # has no formulae for the two extensions, so on macOS the PostgreSQL tests may skip.
+    if [ "$(uname -s)" = "Linux" ]; then export TALLY_REQUIRE_POSTGRES=1; fi
     # The presets (workflow presets, schema 6) need CMake 3.25.
     local v
     v=$(cmake --version | head -1 | sed 's/[^0-9.]*\([0-9][0-9.]*\).*/\1/')
