@@ -8,9 +8,11 @@
 // iterations; the server dies with the test (PR_SET_PDEATHSIG) and the
 // destructor stops it (fast shutdown, then SIGKILL) and removes the directory.
 //
-// Skipping: where no PostgreSQL binaries are found, postgres_bin_dir() returns
-// "" and the caller skips with one line, unless postgres_required() (CI=true or
-// TALLY_REQUIRE_POSTGRES=1, set by scripts/deps.sh): then it fails.
+// Skipping: where no PostgreSQL binaries are found (postgres_bin_dir() returns
+// "") or the hll and tdigest extensions are not installed for them
+// (postgres_missing_extensions), the caller skips with one line, unless
+// postgres_required() (CI=true or TALLY_REQUIRE_POSTGRES=1, set by
+// scripts/deps.sh): then it fails.
 //
 // Needs libpq (libpq-fe.h); only the PostgreSQL tests and examples include it.
 #pragma once
@@ -68,6 +70,26 @@ inline std::string postgres_bin_dir() {
         if (!d.empty() && ::access((d + "/initdb").c_str(), X_OK) == 0 && ::access((d + "/postgres").c_str(), X_OK) == 0)
             return d;
     return {};
+}
+
+/// The extensions this harness creates, missing from the server at `bin_dir`
+/// (their .control files in `pg_config --sharedir`/extension); "" when all
+/// are there or pg_config cannot say.
+inline std::string postgres_missing_extensions(const std::string& bin_dir) {
+    const std::string cmd = "'" + bin_dir + "/pg_config' --sharedir 2>/dev/null";
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return {};
+    char buf[4096] = {};
+    const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+    ::pclose(p);
+    if (!got) return {};
+    std::string share(buf);
+    while (!share.empty() && (share.back() == '\n' || share.back() == '\r')) share.pop_back();
+    std::string missing;
+    for (const char* ext : {"hll", "tdigest"})
+        if (::access((share + "/extension/" + ext + ".control").c_str(), R_OK) != 0)
+            missing += std::string(missing.empty() ? "" : ", ") + ext;
+    return missing;
 }
 
 /// An open libpq connection; throws std::runtime_error on any failed command.
