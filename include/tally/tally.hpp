@@ -34,6 +34,7 @@
 #include "sketch/kll.hpp"
 #include "sketch/reservoir.hpp"
 #include "sketch/tdigest.hpp"
+#include "sketch/theta.hpp"
 #include "sketch/top_k.hpp"
 #include "sketch/weighted_reservoir.hpp"
 
