@@ -155,6 +155,25 @@ int main(int argc, char** argv) {
                         plain)
                        .serialize());
     }
+    for (int lg : {5, 9}) {  // ThetaSketch frames and DataSketches compact images (v3, v4; exact and estimating)
+        tally::ThetaSketch s(lg);
+        const std::string sfx = "_lgk" + std::to_string(lg);
+        put("theta", "empty" + sfx, s.serialize());
+        put("theta_datasketches", "empty" + sfx, s.to_datasketches());
+        s.add(std::uint64_t{1});
+        put("theta_datasketches", "single" + sfx, s.to_datasketches());
+        for (std::uint64_t i = 0; i < 12; ++i) s.add(i);
+        put("theta", "exact" + sfx, s.serialize());
+        put("theta_datasketches", "exact_v3" + sfx, s.to_datasketches());
+        put("theta_datasketches", "exact_v4" + sfx, s.to_datasketches(true));
+        for (std::uint64_t i = 0; i < 3000; ++i) s.add(i);
+        put("theta", "estimating" + sfx, s.serialize());
+        put("theta_datasketches", "estimating_v3" + sfx, s.to_datasketches());
+        put("theta_datasketches", "estimating_v4" + sfx, s.to_datasketches(true));
+        tally::ThetaSketch other(lg);
+        for (std::uint64_t i = 5000; i < 9000; ++i) other.add(i);
+        put("theta", "intersection_no_hashes" + sfx, tally::theta_intersection(s, other).serialize());
+    }
     std::printf("corpus written to %s\n", argv[1]);
     return 0;
 }
