@@ -172,7 +172,8 @@ TEST_CASE("HyperLogLog: decoding checks lengths before allocating; empty sketche
     CHECK(h.memory_bytes() < 1024);
     CHECK(largest_allocation_of([] { HyperLogLog fresh(18); (void)fresh.estimate(); }) < 1024);
     h.add(42);
-    CHECK(h.memory_bytes() >= (std::size_t{1} << 18));
+    CHECK(h.sparse());
+    CHECK(h.memory_bytes() < 1024);
     CHECK(std::llround(h.estimate()) == 1);
     // A sparse frame claiming more entries than its bytes could hold.
     CHECK_THROWS_AS(HyperLogLog::deserialize(to_bytes({'T', 'A', 'L', 'Y', 2, 1, 0, 0, 18, 0, 1, 0x80, 0x80, 0x01})),
@@ -184,22 +185,21 @@ TEST_CASE("HyperLogLog: decoding checks lengths before allocating; empty sketche
 
 TEST_CASE("HyperLogLog: a sparse frame decodes without its 2^p registers", "[hyperloglog][serialize]") {
     for (Mode mode : {Mode::tally, Mode::redis, Mode::datasketches}) {
-        // HIP state (adds only) and Ertl state (after a merge), p = 17: 128 KiB of registers.
-        const HyperLogLog hip = filled(17, 1, 5, mode);
-        const HyperLogLog ertl = merged(filled(17, 2, 3, mode), filled(17, 3, 4, mode));
-        for (const HyperLogLog* original : {&hip, &ertl}) {
+        // Adds only, and a merge of two sparse sketches, p = 17: 128 KiB of registers.
+        const HyperLogLog added = filled(17, 1, 5, mode);
+        const HyperLogLog unioned = merged(filled(17, 2, 3, mode), filled(17, 3, 4, mode));
+        for (const HyperLogLog* original : {&added, &unioned}) {
+            REQUIRE(original->sparse());
             const auto bytes = original->serialize();
             REQUIRE(bytes.size() < 80);
-            REQUIRE(bytes[10] == std::byte{1});  // sparse
+            REQUIRE(bytes[10] == std::byte{2});  // sparse entries
             HyperLogLog h(4);
             CHECK(largest_allocation_of([&] { h = HyperLogLog::deserialize(bytes); }) < 1024);
-            // Queries and a sparse re-encoding come from the entries and the histogram.
+            // Estimates, copies and a re-encoding come from the entries.
             std::vector<std::byte> again;
             CHECK(largest_allocation_of([&] {
                       CHECK(h.estimate() == original->estimate());
-                      CHECK(h.estimator() == original->estimator());
-                      CHECK(h.ertl_estimate() == original->ertl_estimate());
-                      for (int k = 0; k < 64; ++k) CHECK(h.registers_equal_to(k) == original->registers_equal_to(k));
+                      CHECK(h.estimator() == tally::HllEstimator::linear_counting);
                       CHECK_FALSE(h.empty());
                       CHECK(h.total() == original->total());
                       again = h.serialize();
@@ -208,9 +208,10 @@ TEST_CASE("HyperLogLog: a sparse frame decodes without its 2^p registers", "[hyp
                   }) < 1024);
             CHECK(again == bytes);
             CHECK(h.memory_bytes() < 1024);
-            // The registers appear on first use; then the sketch continues exactly.
+            // The register view is built on demand and equals the original's.
+            CHECK(h.ertl_estimate() == original->ertl_estimate());
+            for (int k = 0; k < 64; ++k) CHECK(h.registers_equal_to(k) == original->registers_equal_to(k));
             CHECK(h == *original);
-            CHECK(h.memory_bytes() >= (std::size_t{1} << 17));
             HyperLogLog a = HyperLogLog::deserialize(bytes);
             HyperLogLog b = *original;
             for (std::uint64_t i = 100; i < 140; ++i) {
@@ -244,9 +245,12 @@ TEST_CASE("HyperLogLog: a frame is validated whole before anything is allocated"
           }) < 1024);
     // A bad last entry is found before the entries are stored.
     auto bad = filled(17, 1, 4).serialize();
-    bad.back() = std::byte{0};  // register value 0
+    REQUIRE(bad[10] == std::byte{2});
+    REQUIRE(bad[20] == std::byte{4});
+    bad[20] = std::byte{5};       // five entries, the last
+    bad.push_back(std::byte{0});  // a zero difference: it repeats the previous index
     CHECK(largest_allocation_of([&] {
-              CHECK_THROWS_WITH(HyperLogLog::deserialize(bad), "tally: HyperLogLog: sparse register value out of range");
+              CHECK_THROWS_WITH(HyperLogLog::deserialize(bad), "tally: HyperLogLog: sparse entries are not ascending");
           }) < 1024);
 }
 
@@ -284,17 +288,20 @@ TEST_CASE("HyperLogLog: a DataSketches LIST image at lg_k 18 decodes without its
     HyperLogLog h(4);
     CHECK(largest_allocation_of([&] { h = HyperLogLog::from_datasketches(list); }) < 1024);
     CHECK(h.precision() == 18);
-    CHECK(h.estimator() == tally::HllEstimator::hip);
+    CHECK(h.sparse());
+    CHECK(h.estimator() == tally::HllEstimator::linear_counting);
     CHECK(largest_allocation_of([&] {
-              // HIP after two distinct registers: 1 + m / (m - 1/2).
-              CHECK(h.estimate() == 1.0 + 262144.0 / (262144.0 - 0.5));
-              CHECK(h.registers_equal_to(1) == 1);
-              CHECK(h.registers_equal_to(3) == 1);
-              CHECK(h.registers_equal_to(0) == 262142);
+              // Linear counting over the 2^26 coupon addresses, two occupied.
+              CHECK(h.estimate() == -67108864.0 * std::log1p(-2.0 / 67108864.0));
           }) < 1024);
+    CHECK(h.registers_equal_to(1) == 1);
+    CHECK(h.registers_equal_to(3) == 1);
+    CHECK(h.registers_equal_to(0) == 262142);
     CHECK(h.registers()[5] == 1);
     CHECK(h.registers()[7] == 3);
     CHECK(std::count(h.registers().begin(), h.registers().end(), std::uint8_t{0}) == 262142);
+    // Back out as the same LIST image.
+    CHECK(h.to_datasketches(tally::DataSketchesHll::hll_8) == list);
     const HyperLogLog back = HyperLogLog::from_datasketches(h.to_datasketches());
     CHECK(back == h);
     CHECK(back.estimate() == h.estimate());
@@ -373,13 +380,18 @@ TEST_CASE("HyperLogLog: precision is checked with a message naming it", "[hyperl
         CHECK(h.register_count() == (std::size_t{1} << p));
         CHECK(h.empty());
         CHECK(h.estimate() == 0.0);
-        CHECK(h.estimator() == tally::HllEstimator::hip);
+        CHECK(h.estimator() == tally::HllEstimator::linear_counting);
         CHECK(h.total() == 0);
-        CHECK(h.relative_standard_error() == Catch::Approx(std::sqrt(std::log(2.0)) / std::sqrt(double(std::size_t{1} << p))));
-        CHECK(h.memory_bytes() < 1024);  // registers are allocated on the first add
+        CHECK(h.relative_standard_error() == 0.0);
+        CHECK(h.memory_bytes() < 1024);  // registers are allocated when the sketch turns dense
+        // Dense past m / 4 distinct items, with HIP's error.
+        const HyperLogLog d = filled(p, 7, std::size_t{1} << p);
+        CHECK_FALSE(d.sparse());
+        CHECK(d.estimator() == tally::HllEstimator::hip);
+        CHECK(d.relative_standard_error() == Catch::Approx(std::sqrt(std::log(2.0)) / std::sqrt(double(std::size_t{1} << p))));
     }
     CHECK(HyperLogLog().precision() == 12);
-    CHECK(merged(filled(12, 1, 10), filled(12, 2, 10)).relative_standard_error() == Catch::Approx(0.01625));
+    CHECK(merged(filled(12, 1, 5000), filled(12, 2, 10)).relative_standard_error() == Catch::Approx(0.01625));
     STATIC_REQUIRE(tally::MergeableSummary<HyperLogLog>);
 }
 
@@ -487,8 +499,11 @@ TEST_CASE("HyperLogLog: the estimator is Ertl's improved estimator", "[hyperlogl
             CHECK(h.ertl_estimate() == Catch::Approx(reference_estimate(h)).epsilon(1e-12));
             // After a merge estimate() is Ertl's.
             const HyperLogLog u = merged(h, filled(p, 0x99 + n, n));
-            CHECK(u.estimator() == tally::HllEstimator::ertl);
-            CHECK(u.estimate() == Catch::Approx(reference_estimate(u)).epsilon(1e-12));
+            CHECK(u.ertl_estimate() == Catch::Approx(reference_estimate(u)).epsilon(1e-12));
+            if (!u.sparse()) {
+                CHECK(u.estimator() == tally::HllEstimator::ertl);
+                CHECK(u.estimate() == Catch::Approx(reference_estimate(u)).epsilon(1e-12));
+            }
         }
     }
     // Registers at the cap feed tau: the reference agrees there too.
@@ -677,8 +692,18 @@ TEST_CASE("HyperLogLog: reduce() folds exactly to a lower precision", "[hyperlog
             }
             for (int p = 4; p <= 16; ++p) {
                 INFO("mode " << int(mode) << " n " << n << " p " << p);
-                CHECK(big.reduce(p) == direct[static_cast<std::size_t>(p - 4)]);
-                CHECK(big.reduce(p).estimator() == tally::HllEstimator::ertl);
+                const HyperLogLog r = big.reduce(p);
+                const HyperLogLog& d = direct[static_cast<std::size_t>(p - 4)];
+                CHECK(r == d);
+                CHECK(r.sparse() == d.sparse());
+                if (r.sparse()) {
+                    // Same entries: the same estimate as the sketch fed at precision p.
+                    CHECK(r.estimator() == tally::HllEstimator::linear_counting);
+                    CHECK(r.estimate() == d.estimate());
+                    CHECK(r.serialize() == d.serialize());
+                } else {
+                    CHECK(r.estimator() == tally::HllEstimator::ertl);
+                }
             }
         }
     }
@@ -718,33 +743,49 @@ TEST_CASE("HyperLogLog: format version 1 bytes still decode (golden)", "[hyperlo
     CHECK_THROWS_AS(HyperLogLog::deserialize(to_bytes({'T', 'A', 'L', 'Y', 2, 1, 0, 0, 12, 2, 1, 0})), FormatError);
 }
 
-TEST_CASE("HyperLogLog: format version 2 layout", "[hyperloglog][serialize]") {
+TEST_CASE("HyperLogLog: format version 3 layout; version 2 bytes still decode (golden)", "[hyperloglog][serialize]") {
     auto le = [](std::vector<std::byte>& v, std::uint64_t x, int n) {
         for (int i = 0; i < n; ++i) v.push_back(static_cast<std::byte>(x >> (8 * i)));
     };
-    SECTION("sparse with HIP state") {
+    SECTION("version 3 sparse entries; a version 2 register list with HIP state") {
         HyperLogLog h(4);
-        h.add_hash(0);                      // idx 0, rank 61
-        h.add_hash(0xF800000000000000ull);  // idx 15, rank 1
-        h.add_hash(0x3400000000000000ull);  // idx 3, rank 2
+        h.add_hash(0);                      // index' 0, rank' 40: register 0, rank 21 + 40 = 61
+        h.add_hash(0xF800000000000000ull);  // index' 0x1f00000, rank' 40: register 15, rank 1
+        h.add_hash(0x3400000000000000ull);  // index' 0x680000, rank' 40: register 3, rank 2
         h.add_hash(0x3400000000000000ull);  // no change
-        // HIP by hand: each change adds m / sum_j 2^-R_j before the change.
-        const double hip = 1.0 + 16.0 / (15.0 + std::ldexp(1.0, -61)) + 16.0 / (14.5 + std::ldexp(1.0, -61));
-        CHECK(h.estimate() == Catch::Approx(hip).epsilon(1e-15));
+        CHECK(h.sparse());
         CHECK(h.total() == 4);
+        CHECK(h.estimate() == -33554432.0 * std::log1p(-3.0 / 33554432.0));
+        // Entries 40, 0x1a000028, 0x7c000028 as varint differences 40, 0x1a000000, 0x62000000.
+        auto v3 = to_bytes({'T', 'A', 'L', 'Y', 2, 3, 0, 0,  // family 2, version 3
+                            4, 0, 2, 0});                     // p 4, tally, sparse entries, no HIP
+        le(v3, 4, 8);                                         // total
+        for (int x : {3, 0x28, 0x80, 0x80, 0x80, 0xd0, 0x01, 0x80, 0x80, 0x80, 0x90, 0x06})
+            v3.push_back(static_cast<std::byte>(x));
+        CHECK(h.serialize() == v3);
+        CHECK(HyperLogLog::deserialize(v3) == h);
+        CHECK(HyperLogLog::deserialize(v3).serialize() == v3);
+        // The same registers as a version-2 register list with HIP state decode
+        // to a dense sketch with that state. HIP by hand: each change adds
+        // m / sum_j 2^-R_j before the change.
+        const double hip = 1.0 + 16.0 / (15.0 + std::ldexp(1.0, -61)) + 16.0 / (14.5 + std::ldexp(1.0, -61));
         auto expected = to_bytes({'T', 'A', 'L', 'Y', 2, 2, 0, 0,  // family 2, version 2
                                   4, 0, 1, 1});                     // p 4, tally, sparse, HIP
         le(expected, 4, 8);                                         // total
-        le(expected, std::bit_cast<std::uint64_t>(h.estimate()), 8);
+        le(expected, std::bit_cast<std::uint64_t>(hip), 8);
         le(expected, std::bit_cast<std::uint64_t>(13.75), 8);                   // kxq0: 13 + 1/2 + 1/4
         le(expected, std::bit_cast<std::uint64_t>(std::ldexp(1.0, -61)), 8);    // kxq1
         for (int x : {3, 0, 61, 2, 2, 11, 1}) expected.push_back(static_cast<std::byte>(x));
-        CHECK(h.serialize() == expected);
         const HyperLogLog back = HyperLogLog::deserialize(expected);
         CHECK(back == h);
+        CHECK_FALSE(back.sparse());
         CHECK(back.estimator() == tally::HllEstimator::hip);
-        CHECK(back.estimate() == h.estimate());
+        CHECK(back.estimate() == hip);
         CHECK(back.total() == 4);
+        // Re-encoded as version 3, the register list keeps its layout.
+        auto again = expected;
+        again[5] = std::byte{3};
+        CHECK(back.serialize() == again);
     }
     SECTION("dense after a merge: no HIP state") {
         HyperLogLog h(4, Mode::redis);
@@ -756,7 +797,7 @@ TEST_CASE("HyperLogLog: format version 2 layout", "[hyperloglog][serialize]") {
         h.merge(other);
         CHECK(h.estimator() == tally::HllEstimator::ertl);
         CHECK(h.total() == 17);
-        auto expected = to_bytes({'T', 'A', 'L', 'Y', 2, 2, 0, 0, 4, 1, 0, 0});
+        auto expected = to_bytes({'T', 'A', 'L', 'Y', 2, 3, 0, 0, 4, 1, 0, 0});
         le(expected, 17, 8);
         for (int x : {0x81, 0x30, 0x10, 0x45, 0x20, 0x0c, 0x44, 0x11, 0x08, 0x03, 0x51, 0x04})
             expected.push_back(static_cast<std::byte>(x));
@@ -764,13 +805,19 @@ TEST_CASE("HyperLogLog: format version 2 layout", "[hyperloglog][serialize]") {
         CHECK(HyperLogLog::deserialize(expected).estimator() == tally::HllEstimator::ertl);
     }
     SECTION("empty") {
-        auto expected = to_bytes({'T', 'A', 'L', 'Y', 2, 2, 0, 0, 12, 0, 1, 1});
-        le(expected, 0, 8);
-        le(expected, 0, 8);
-        le(expected, std::bit_cast<std::uint64_t>(4096.0), 8);
+        auto expected = to_bytes({'T', 'A', 'L', 'Y', 2, 3, 0, 0, 12, 0, 2, 0});
         le(expected, 0, 8);
         expected.push_back(std::byte{0});
         CHECK(HyperLogLog(12).serialize() == expected);
+        // The version-2 empty frame (HIP state of the empty sketch) still decodes.
+        auto v2 = to_bytes({'T', 'A', 'L', 'Y', 2, 2, 0, 0, 12, 0, 1, 1});
+        le(v2, 0, 8);
+        le(v2, 0, 8);
+        le(v2, std::bit_cast<std::uint64_t>(4096.0), 8);
+        le(v2, 0, 8);
+        v2.push_back(std::byte{0});
+        CHECK(HyperLogLog::deserialize(v2).empty());
+        CHECK(HyperLogLog::deserialize(v2).serialize() == expected);
     }
 }
 
@@ -797,8 +844,9 @@ TEST_CASE("HyperLogLog: serialize round trips are exact at every precision", "[h
 TEST_CASE("HyperLogLog: bad bytes raise FormatError", "[hyperloglog][serialize]") {
     const auto sparse = filled(8, 1, 10).serialize();
     const auto dense = filled(8, 1, 5000).serialize();
-    REQUIRE(sparse[10] == std::byte{1});
+    REQUIRE(sparse[10] == std::byte{2});
     REQUIRE(dense[10] == std::byte{0});
+    REQUIRE(dense[11] == std::byte{1});  // HIP state
     tally::test::check_truncations_throw<HyperLogLog>(sparse);
     tally::test::check_truncations_throw<HyperLogLog>(dense);
     tally::test::check_corruptions_safe<HyperLogLog>(sparse, 11);
@@ -810,18 +858,35 @@ TEST_CASE("HyperLogLog: bad bytes raise FormatError", "[hyperloglog][serialize]"
         b[at] = static_cast<std::byte>(v);
         return b;
     };
-    auto check_bad = [](const std::vector<std::byte>& b) {
+    auto check_bad_at = [](const std::vector<std::byte>& b, int line) {
+        INFO("line " << line);
         CHECK_THROWS_AS(HyperLogLog::deserialize(b), FormatError);
     };
+#define check_bad(b) check_bad_at(b, __LINE__)
     check_bad(with(sparse, 4, 3));   // wrong family
-    check_bad(with(sparse, 5, 3));   // future version
+    check_bad(with(sparse, 5, 4));   // future version
     check_bad(with(sparse, 8, 3));   // precision 3
     check_bad(with(sparse, 8, 19));  // precision 19
     check_bad(with(sparse, 9, 3));   // unknown hash mode
     check_bad(with(sparse, 11, 2));  // unknown flags
-    check_bad(with(with(sparse, 27, 0x7f), 26, 0xff));  // HIP estimate NaN
-    check_bad(with(sparse, 35, 0x41));                  // kxq inconsistent with the registers
-    check_bad(with(sparse, 10, 2));  // unknown encoding
+    check_bad(with(sparse, 11, 1));  // HIP state on sparse entries
+    check_bad(with(with(dense, 27, 0x7f), 26, 0xff));  // HIP estimate NaN
+    check_bad(with(dense, 35, 0x41));                  // kxq inconsistent with the registers
+    check_bad(with(sparse, 10, 3));  // unknown encoding
+    check_bad(with(with(sparse, 10, 2), 5, 2));  // sparse entries in a version 2 frame
+    // Sparse entries, p = 4, tally: rank' 0, rank' 41, index' 2^25, a repeated
+    // index', more than the 8 entries a p = 4 sketch holds.
+    auto frame = [](std::initializer_list<int> tail) {
+        auto b = to_bytes({'T', 'A', 'L', 'Y', 2, 3, 0, 0, 4, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+        for (int x : tail) b.push_back(static_cast<std::byte>(x));
+        return b;
+    };
+    CHECK(HyperLogLog::deserialize(frame({1, 40})).estimate() > 0.99);
+    check_bad(frame({1, 0}));
+    check_bad(frame({1, 41}));
+    check_bad(frame({1, 0x80 | 1, 0x80, 0x80, 0x80, 0x08}));  // (2^25 << 6) | 1
+    check_bad(frame({2, 0x41, 0x01}));                        // index' 1 twice (ranks 1 and 2)
+    check_bad(frame({9, 0x41, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40}));
     // p = 4 sparse: index past the end, value 0, value above 61.
     check_bad(to_bytes({'T', 'A', 'L', 'Y', 2, 1, 0, 0, 4, 0, 1, 1, 16, 1}));
     check_bad(to_bytes({'T', 'A', 'L', 'Y', 2, 1, 0, 0, 4, 0, 1, 2, 3, 1, 12, 1}));
@@ -839,6 +904,7 @@ TEST_CASE("HyperLogLog: bad bytes raise FormatError", "[hyperloglog][serialize]"
                                              0, 0}))
               .registers()[0] == 61);
 }
+#undef check_bad
 
 TEST_CASE("HyperLogLog: to_redis writes Redis's dense layout", "[hyperloglog][redis]") {
     HyperLogLog h = HyperLogLog::redis_compatible();

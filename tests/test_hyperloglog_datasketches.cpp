@@ -353,13 +353,13 @@ TEST_CASE("DataSketches: malformed images raise FormatError", "[hyperloglog][dat
     CHECK(rebuilt.estimate() == HyperLogLog::from_datasketches(hll8).estimate());
 
     // Found by fuzzing: an empty LIST image with the out-of-order flag is an
-    // empty sketch (estimator hip, like every empty sketch), and a SET count
+    // empty sketch (sparse, like every empty sketch), and a SET count
     // near 2^32 is refused before any table size is computed from it.
     const auto empty_ooo = bytes_of({0x02, 0x01, 0x07, 0x0e, 0x0b, 0x3a, 0x00, 0x00});
     const HyperLogLog e = HyperLogLog::from_datasketches(empty_ooo);
     CHECK(e.empty());
-    CHECK(e.estimator() == tally::HllEstimator::hip);
-    CHECK(HyperLogLog::from_datasketches(e.to_datasketches()).estimator() == tally::HllEstimator::hip);
+    CHECK(e.estimator() == tally::HllEstimator::linear_counting);
+    CHECK(HyperLogLog::from_datasketches(e.to_datasketches()).estimator() == tally::HllEstimator::linear_counting);
     CHECK_THROWS_WITH(HyperLogLog::from_datasketches(bytes_of(
                           {0x03, 0x01, 0x07, 0x0e, 0x00, 0x00, 0x00, 0x01, 0xff, 0xff, 0xff, 0xff})),
                       "tally::HyperLogLog::from_datasketches: coupon count 4294967295 exceeds 2^26");

@@ -29,6 +29,7 @@
 #include "detail/hyperloglog_datasketches.hpp"
 #include "detail/hyperloglog_estimator.hpp"
 #include "detail/hyperloglog_redis.hpp"
+#include "detail/hyperloglog_sparse.hpp"
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 
@@ -55,10 +56,19 @@ enum class HllEstimator : std::uint8_t {
     /// Ertl's improved estimator over the registers: after merge, reduce or
     /// decoding a sketch without HIP state.
     ertl = 1,
+    /// Linear counting over the 2^25 (mode datasketches: 2^26) sparse index
+    /// while the sketch is sparse (HLL++, Heule et al. 2013).
+    linear_counting = 2,
 };
 
-/// HyperLogLog: the number of distinct items in a stream, in 2^p bytes.
+/// HyperLogLog: the number of distinct items in a stream, in 2^p bytes or,
+/// while small, about 4 bytes per distinct item.
 ///
+/// A sketch starts sparse (HLL++, Heule, Nunkesser, Hall, EDBT 2013): one
+/// 4-byte entry per distinct index of precision p' = 25 (26 in mode
+/// datasketches: DataSketches' coupons), estimated by linear counting, nearly
+/// exact: |estimate - n| <= max(1, 0.002 n) in 99% of sketches up to n = m / 4.
+/// At m / 4 entries (the break-even with 2^p registers) it turns dense.
 /// Flajolet et al. (AofA 2007) registers with a 64-bit hash. While a sketch has
 /// only seen adds, estimate() is the HIP estimator (Ting, KDD 2014; Cohen,
 /// PODS 2014 / TKDE 2015): unbiased, RSE sqrt(ln 2) / sqrt(m) = 0.83 / sqrt(m)
@@ -68,9 +78,10 @@ enum class HllEstimator : std::uint8_t {
 ///
 /// add is O(1) and allocation-free after the first; estimate O(1) (HIP) or
 /// O(64) (Ertl); merge (a register max) and reduce O(m); the first query
-/// after merges rebuilds the histogram once, O(m). Memory: 2^p bytes of
-/// registers (allocated on the first add, merge or dense export; an empty
-/// or decoded sparse sketch holds only its entries) plus ~330 bytes.
+/// after merges rebuilds the histogram once, O(m). A sparse add is
+/// O(log k + k) (a sorted insert), its estimate O(1). Memory: ~330 bytes plus
+/// 4 bytes per sparse entry (at most the 2^p register bytes; 8 entries at
+/// p = 4), or plus 2^p bytes of registers when dense.
 /// p in [4, 18]. Hash modes (HllHashMode) match Redis (to_redis/from_redis)
 /// and Apache DataSketches (to_datasketches/from_datasketches) register for
 /// register. total() counts add calls (of this sketch and of those merged
@@ -94,8 +105,9 @@ class HyperLogLog {
     static constexpr int redis_precision = detail::redis_hll_p;
     /// 1 / (2 ln 2), the limit of alpha_m as m grows (Ertl's alpha_inf).
     static constexpr double alpha_inf = 0.721347520444481703680;
-    /// 2 adds the HIP state and total(); version 1 bytes still decode.
-    static constexpr std::uint8_t format_version = 2;
+    /// 3 adds sparse entries, 2 the HIP state and total(); versions 1 and 2
+    /// still decode.
+    static constexpr std::uint8_t format_version = 3;
 
     /// The empty sketch. Throws std::invalid_argument unless 4 <= precision <= 18.
     explicit HyperLogLog(int precision = 12, HashMode mode = HashMode::tally);
@@ -129,18 +141,21 @@ class HyperLogLog {
     /// bits, rank = min(leading zeros, 62) + 1). Any value is valid.
     void add_hash(std::uint64_t hash) noexcept;
 
-    /// Resets to the empty sketch (HIP estimator, total() 0), keeping
-    /// precision, mode and the register memory.
+    /// Resets to the empty (sparse) sketch, total() 0, keeping precision and
+    /// mode; the register memory is released.
     void clear() noexcept;
 
     // ---- queries (const, thread-safe among themselves) ---------------------
 
-    /// The estimated number of distinct items: HIP while estimator() == hip,
-    /// else ertl_estimate(). O(1).
-    [[nodiscard]] double estimate() const noexcept { return hip_valid_ ? hip_ : ertl_estimate(); }
+    /// The estimated number of distinct items: linear counting while sparse,
+    /// HIP while estimator() == hip, else ertl_estimate(). O(1).
+    [[nodiscard]] double estimate() const noexcept;
 
     /// Which estimator estimate() uses.
-    [[nodiscard]] Estimator estimator() const noexcept { return hip_valid_ ? Estimator::hip : Estimator::ertl; }
+    [[nodiscard]] Estimator estimator() const noexcept;
+
+    /// True while the sketch keeps sparse entries instead of 2^p registers.
+    [[nodiscard]] bool sparse() const noexcept { return registers_.empty(); }
 
     /// Ertl's improved estimate from the register histogram, whatever the
     /// history (O(64)). For the same registers its value rounded half away
@@ -148,7 +163,8 @@ class HyperLogLog {
     [[nodiscard]] double ertl_estimate() const noexcept;
 
     /// The relative standard error of estimate(): sqrt(ln 2) / sqrt(m) for
-    /// HIP (the HIP asymptote of Ting 2014), 1.04 / sqrt(m) for Ertl.
+    /// HIP (the HIP asymptote of Ting 2014), 1.04 / sqrt(m) for Ertl, and
+    /// sqrt(m' (e^t - t - 1)) / n, t = n / m', for linear counting (Whang 1990).
     [[nodiscard]] double relative_standard_error() const noexcept;
 
     [[nodiscard]] int precision() const noexcept { return p_; }
@@ -167,7 +183,7 @@ class HyperLogLog {
     /// (saturating). Decoded Redis and DataSketches sketches and tally format
     /// version 1 do not record it and start at 0.
     [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
-    /// Bytes held: the object and its register array or entry list.
+    /// Bytes held: the object and its register array or sparse entries.
     [[nodiscard]] std::size_t memory_bytes() const noexcept;
 
     /// Same precision, mode and registers (the estimator state may differ).
@@ -193,15 +209,15 @@ class HyperLogLog {
 
     // ---- tally serialization -----------------------------------------------
 
-    /// Format version 2 (docs/hyperloglog.md): precision, mode, the HIP state
-    /// and total(), then the registers as a sparse list or 6-bit dense array,
-    /// whichever is shorter.
+    /// Format version 3 (docs/hyperloglog.md): precision, mode, the HIP state
+    /// and total(), then the sparse entries of a sparse sketch, or the
+    /// registers as a list or 6-bit dense array, whichever is shorter.
     [[nodiscard]] std::vector<std::byte> serialize() const;
 
-    /// Decodes format version 1 or 2. Every length is checked against the
-    /// bytes present before anything is allocated, and an empty sketch
-    /// allocates no registers. Throws tally::FormatError for anything but a
-    /// valid encoding.
+    /// Decodes format versions 1 to 3. Every length is checked against the
+    /// bytes present before anything is allocated, and sparse and empty
+    /// sketches allocate no registers. Throws tally::FormatError for anything
+    /// but a valid encoding.
     [[nodiscard]] static HyperLogLog deserialize(std::span<const std::byte> bytes);
 
     // ---- Redis interop -----------------------------------------------------
@@ -232,7 +248,9 @@ class HyperLogLog {
     // ---- Apache DataSketches interop ---------------------------------------
 
     /// The sketch as Apache DataSketches HllSketch bytes (compact, serial
-    /// version 1) of target type `type`: HLL mode, or the 8-byte empty form.
+    /// version 1) of target type `type`: the 8-byte empty form; LIST or SET
+    /// mode holding the entries as coupons for a sparse HashMode::datasketches
+    /// sketch that DataSketches would keep as coupons; else HLL mode.
     /// The HIP state travels (out-of-order flag set after a merge). Only
     /// HashMode::datasketches registers line up with DataSketches' own
     /// hashing of the same items; other modes export registers only.
@@ -240,8 +258,8 @@ class HyperLogLog {
 
     /// Reads any HllSketch image DataSketches writes (LIST, SET or HLL mode;
     /// HLL_4, HLL_6 or HLL_8; compact or updatable) with lg_k in [4, 18] into
-    /// a HashMode::datasketches sketch. LIST/SET coupons are replayed in
-    /// order (estimator hip); an HLL image keeps its HIP state unless its
+    /// a HashMode::datasketches sketch. LIST/SET coupons become sparse entries
+    /// (estimator linear_counting; dense past m / 4); an HLL image keeps its HIP state unless its
     /// out-of-order flag is set (estimator ertl). Throws tally::FormatError
     /// on malformed bytes and on lg_k outside [4, 18].
     [[nodiscard]] static HyperLogLog from_datasketches(std::span<const std::byte> bytes);
@@ -268,12 +286,10 @@ class HyperLogLog {
     template <class F>
     static void run_lazy(std::atomic<std::uint8_t>& state, F make) noexcept;
 
-    // Dense registers from the decoded sparse list (an allocation failure
-    // terminates, as in add). The list stays: copies and serialize may read it.
+    // The register view of a sparse sketch (an allocation failure
+    // terminates, as in add).
     void ensure_registers() const noexcept;
     void ensure_histogram() const noexcept;
-    // Exclusive access (non-const callers): dense registers, allocated.
-    void make_registers();
     void set_histogram(const std::uint32_t (&h)[64]) noexcept;
     void set_histogram_values(const std::uint32_t (&h)[64]) const noexcept;
     void copy_from(const HyperLogLog& o);
@@ -292,11 +308,24 @@ class HyperLogLog {
     void rebuild_from_registers() const noexcept;
     bool same_registers(const HyperLogLog& other) const noexcept;
 
+    // ---- sparse representation (detail/hyperloglog_sparse.hpp) ----
+    void add_hash_sparse(std::uint64_t hash) noexcept;
+    // Inserts one entry (the larger rank wins); at the limit, turns dense.
+    void insert_sparse(std::uint32_t entry) noexcept;
+    // The sparse entries changed: the register view and histogram are stale.
+    void sparse_changed() noexcept;
+    // Exclusive access: the entries become 2^p registers; HIP starts from
+    // the linear-counting estimate.
+    void to_dense();
+    // Register array of a dense sketch, else the sparse view, else zeros.
+    const std::uint8_t* register_data() const noexcept;
+    std::uint8_t mode_byte() const noexcept { return static_cast<std::uint8_t>(mode_); }
+
     int p_;
     HashMode mode_;
     bool hip_valid_ = true;
     // Lazy parts (lazy_ready / lazy_pending / lazy_busy): the histogram and
-    // kxq after a merge, the dense registers of a decoded sparse frame.
+    // kxq after a merge or of a sparse sketch, the register view of a sparse sketch.
     mutable std::atomic<std::uint8_t> hist_state_{lazy_ready};
     mutable std::atomic<std::uint8_t> regs_state_{lazy_ready};
     mutable std::uint32_t hist_[64];  // hist_[k] = number of registers equal to k
@@ -304,8 +333,9 @@ class HyperLogLog {
     mutable double kxq0_ = 0.0;  // sum of 2^-R over registers R < 32
     mutable double kxq1_ = 0.0;  // ... and R >= 32
     std::uint64_t total_ = 0;
-    mutable std::vector<std::uint8_t> registers_;  // empty until the first add
-    std::vector<std::uint32_t> sparse_;             // (index << 8) | value, ascending, while registers_ is pending
+    mutable std::vector<std::uint8_t> registers_;    // 2^p registers when dense; empty while sparse
+    std::vector<std::uint32_t> sparse_;               // sorted entries (index' << 6) | rank' while sparse
+    mutable std::vector<std::uint8_t> sparse_view_;  // registers() of a sparse sketch, built on demand
 };
 
 static_assert(MergeableSummary<HyperLogLog>);

@@ -171,6 +171,37 @@ inline std::vector<std::byte> ds_hll_encode(const DsHllState& st, DataSketchesHl
     return out;
 }
 
+/// Whether DataSketches keeps `count` coupons as coupons at lg_k: a LIST holds
+/// up to 7; a SET (lg_k >= 8 only) until its table of 2^(lg_k - 3) would be
+/// more than 3/4 full.
+constexpr bool ds_keeps_coupons(int lg_k, std::size_t count) noexcept {
+    if (count <= 7) return true;
+    return lg_k >= 8 && 4 * count <= 3 * (std::size_t{1} << (lg_k - 3));
+}
+
+/// The compact LIST (up to 7 coupons) or SET image of `coupons`, as
+/// DataSketches' serialize_compact() writes it: preamble ints 2 or 3, the
+/// array's log size, the compact flag, the LIST count or the SET count (u32 at
+/// offset 8), the mode byte (current mode | target type << 2), the coupons.
+inline std::vector<std::byte> ds_coupon_encode(int lg_k, std::span<const std::uint32_t> coupons,
+                                               DataSketchesHll type) {
+    const bool list = coupons.size() <= 7;
+    const std::size_t start = list ? 8 : 12;
+    std::vector<std::byte> out(start + 4 * coupons.size(), std::byte{0});
+    const auto count = static_cast<std::uint32_t>(coupons.size());
+    out[0] = std::byte{static_cast<std::uint8_t>(list ? 2 : 3)};
+    out[1] = std::byte{ds_ser_ver};
+    out[2] = std::byte{ds_family_hll};
+    out[3] = std::byte{static_cast<std::uint8_t>(lg_k)};
+    out[4] = std::byte{static_cast<std::uint8_t>(list ? 3 : ds_lg_table_size(count, 5))};
+    out[5] = std::byte{ds_flag_compact};
+    out[6] = std::byte{static_cast<std::uint8_t>(list ? count : 0)};
+    out[7] = std::byte{static_cast<std::uint8_t>((static_cast<std::uint8_t>(type) << 2) | (list ? 0 : 1))};
+    if (!list) ds_put_u32(out, 8, count);
+    for (std::size_t i = 0; i < coupons.size(); ++i) ds_put_u32(out, start + 4 * i, coupons[i]);
+    return out;
+}
+
 struct DsHllImage {
     int lg_k = 0;
     DsHllMode mode = DsHllMode::list;

@@ -53,6 +53,10 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add(const T& item) noexcept {
         detail::Hash128 h;
         if (!detail::ds_hll_hash_item(item, h)) return;
         ++total_;
+        if (TALLY_UNLIKELY(registers_.empty())) {
+            insert_sparse(detail::hll_sparse_entry_ds(h.h1, h.h2));
+            return;
+        }
         update_register_low_bits(h.h1, detail::ds_hll_rank(h.h2));
     } else {
         add_redis(item);
@@ -61,6 +65,10 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add(const T& item) noexcept {
 
 TALLY_ALWAYS_INLINE void HyperLogLog::add_hash(std::uint64_t hash) noexcept {
     ++total_;
+    if (TALLY_UNLIKELY(registers_.empty())) {
+        add_hash_sparse(hash);
+        return;
+    }
     std::size_t index;
     std::uint8_t rank;
     if (TALLY_LIKELY(mode_ == HashMode::tally)) {
@@ -78,13 +86,24 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add_hash(std::uint64_t hash) noexcept {
 }
 
 inline void HyperLogLog::clear() noexcept {
-    std::fill(registers_.begin(), registers_.end(), std::uint8_t{0});
-    sparse_.clear();
+    std::vector<std::uint8_t>().swap(registers_);
+    std::vector<std::uint32_t>().swap(sparse_);
+    std::vector<std::uint8_t>().swap(sparse_view_);
     regs_state_.store(lazy_ready, std::memory_order_relaxed);
     reset_state();
 }
 
 // ---- queries ---------------------------------------------------------------
+
+inline double HyperLogLog::estimate() const noexcept {
+    if (registers_.empty()) return detail::hll_sparse_estimate(sparse_.size(), mode_byte());
+    return hip_valid_ ? hip_ : ertl_estimate();
+}
+
+inline HllEstimator HyperLogLog::estimator() const noexcept {
+    if (registers_.empty()) return Estimator::linear_counting;
+    return hip_valid_ ? Estimator::hip : Estimator::ertl;
+}
 
 inline double HyperLogLog::ertl_estimate() const noexcept {
     ensure_histogram();
@@ -106,14 +125,21 @@ inline double HyperLogLog::ertl_estimate() const noexcept {
 }
 
 inline double HyperLogLog::relative_standard_error() const noexcept {
+    if (registers_.empty()) {
+        const double n = estimate();
+        if (n == 0.0) return 0.0;
+        const double m = std::ldexp(1.0, detail::hll_sparse_precision(mode_byte()));
+        const double t = n / m;
+        return std::sqrt(m * (std::expm1(t) - t)) / n;
+    }
     const double factor = hip_valid_ ? 0.8325546111576977 : 1.04;
     return factor / std::sqrt(static_cast<double>(register_count()));
 }
 
 inline std::span<const std::uint8_t> HyperLogLog::registers() const noexcept {
+    if (!registers_.empty()) return std::span<const std::uint8_t>(registers_);
     ensure_registers();
-    return registers_.empty() ? std::span<const std::uint8_t>(detail::hll_zero_registers, register_count())
-                              : std::span<const std::uint8_t>(registers_);
+    return std::span<const std::uint8_t>(register_data(), register_count());
 }
 
 inline std::uint32_t HyperLogLog::registers_equal_to(int k) const noexcept {
@@ -123,12 +149,14 @@ inline std::uint32_t HyperLogLog::registers_equal_to(int k) const noexcept {
 }
 
 inline bool HyperLogLog::empty() const noexcept {
+    if (registers_.empty()) return sparse_.empty();
     // A pending histogram only follows a merge of two non-empty sketches.
     return hist_state_.load(std::memory_order_acquire) == lazy_ready && hist_[0] == register_count();
 }
 
 inline std::size_t HyperLogLog::memory_bytes() const noexcept {
-    return sizeof(*this) + registers_.capacity() + sparse_.capacity() * sizeof(std::uint32_t);
+    return sizeof(*this) + registers_.capacity() + sparse_.capacity() * sizeof(std::uint32_t) +
+           sparse_view_.capacity();
 }
 
 inline bool HyperLogLog::same_registers(const HyperLogLog& other) const noexcept {
@@ -162,8 +190,50 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
         total_ = total;
         return *this;
     }
-    make_registers();
-    other.ensure_registers();
+    if (other.registers_.empty()) {
+        if (registers_.empty()) {
+            // Both sparse: the union of the entries, the larger rank per index'.
+            std::vector<std::uint32_t> u;
+            u.reserve(sparse_.size() + other.sparse_.size());
+            auto i = sparse_.begin();
+            auto j = other.sparse_.begin();
+            while (i != sparse_.end() || j != other.sparse_.end()) {
+                std::uint32_t e;
+                if (j == other.sparse_.end() || (i != sparse_.end() && (*i >> 6) < (*j >> 6))) {
+                    e = *i++;
+                } else if (i == sparse_.end() || (*j >> 6) < (*i >> 6)) {
+                    e = *j++;
+                } else {
+                    e = *i > *j ? *i : *j;
+                    ++i;
+                    ++j;
+                }
+                u.push_back(e);
+            }
+            total_ = total;
+            if (u.size() <= detail::hll_sparse_limit(p_)) {
+                if (u.capacity() > detail::hll_sparse_limit(p_)) u.shrink_to_fit();
+                sparse_ = std::move(u);
+                sparse_changed();
+                return *this;
+            }
+            sparse_ = std::move(u);
+            to_dense();
+            hip_valid_ = false;
+            return *this;
+        }
+        // Sparse into dense: each entry raises its register.
+        for (const std::uint32_t e : other.sparse_) {
+            const auto [index, rank] = detail::hll_sparse_register(e, p_, mode_byte());
+            std::uint8_t& reg = registers_[index];
+            reg = reg < rank ? rank : reg;
+        }
+        hist_state_.store(lazy_pending, std::memory_order_relaxed);
+        hip_valid_ = false;
+        total_ = total;
+        return *this;
+    }
+    if (registers_.empty()) to_dense();
     std::uint8_t* a = registers_.data();
     const std::uint8_t* b = other.registers_.data();
     const std::size_t m = registers_.size();
@@ -181,7 +251,17 @@ inline HyperLogLog HyperLogLog::reduce(int precision) const {
     HyperLogLog out(precision, mode_);
     out.total_ = total_;
     if (empty()) return out;
-    ensure_registers();
+    if (registers_.empty()) {
+        // The entries do not depend on p: they stay, sparse while they fit.
+        out.sparse_ = sparse_;
+        if (sparse_.size() <= detail::hll_sparse_limit(precision)) {
+            out.sparse_changed();
+        } else {
+            out.to_dense();
+            out.hip_valid_ = false;
+        }
+        return out;
+    }
     out.allocate();
     const int k = p_ - precision;
     const std::size_t low_mask = (std::size_t{1} << k) - 1;
@@ -214,17 +294,36 @@ inline HyperLogLog HyperLogLog::reduce(int precision) const {
 // ---- tally serialization ---------------------------------------------------
 
 inline std::vector<std::byte> HyperLogLog::serialize() const {
+    if (registers_.empty()) {
+        // Encoding 2: the sparse entries, ascending, each as its varint
+        // difference from the previous one (the first from 0).
+        std::size_t body = varint_size(sparse_.size());
+        std::uint32_t prev = 0;
+        for (const std::uint32_t e : sparse_) {
+            body += varint_size(e - prev);
+            prev = e;
+        }
+        ByteWriter w(frame_header_size + 12 + body);
+        w.header(Family::hyperloglog, format_version);
+        w.u8(static_cast<std::uint8_t>(p_));
+        w.u8(static_cast<std::uint8_t>(mode_));
+        w.u8(2);
+        w.u8(0);
+        w.u64(total_);
+        w.varint(sparse_.size());
+        prev = 0;
+        for (const std::uint32_t e : sparse_) {
+            w.varint(e - prev);
+            prev = e;
+        }
+        return w.take();
+    }
     const std::size_t m = register_count();
     const std::size_t dense_bytes = m * 6 / 8;
-    // Registers still held as a decoded sparse list are written from it,
-    // without materializing the 2^p array (the list is immutable while pending).
-    const bool from_list = regs_state_.load(std::memory_order_acquire) != lazy_ready;
-    const std::span<const std::uint8_t> regs = from_list ? std::span<const std::uint8_t>() : registers();
+    const std::span<const std::uint8_t> regs = registers();
     // Calls f(index, value) for every non-zero register in index order.
     const auto for_each_nonzero = [&](auto&& f) {
-        if (from_list) {
-            for (const std::uint32_t e : sparse_) f(std::size_t{e >> 8}, static_cast<std::uint8_t>(e & 0xff));
-        } else if (!empty()) {
+        if (!empty()) {
             for (std::size_t i = 0; i < m; ++i)
                 if (regs[i] != 0) f(i, regs[i]);
         }
@@ -281,7 +380,7 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
     const std::uint8_t mode = r.u8();
     format_check(mode <= 2 && (version >= 2 || mode <= 1), "HyperLogLog: unknown hash mode");
     const std::uint8_t encoding = r.u8();
-    format_check(encoding <= 1, "HyperLogLog: unknown register encoding");
+    format_check(encoding <= 1 || (encoding == 2 && version >= 3), "HyperLogLog: unknown register encoding");
     bool hip = false;
     std::uint64_t total = 0;
     double hip_value = 0, kxq0 = 0, kxq1 = 0;
@@ -299,9 +398,39 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
     const std::size_t m = std::size_t{1} << p;
     const std::uint8_t top = static_cast<std::uint8_t>(max_rank(p, static_cast<HashMode>(mode)));
     HyperLogLog out(p, static_cast<HashMode>(mode));
-    // The whole frame is validated before anything is allocated; a sparse
-    // frame keeps its (index, value) list, whose size the input bounds, and
-    // the 2^p registers are built on first use (add, merge, dense export).
+    // The whole frame is validated before anything is allocated; sparse
+    // entries (encoding 2) stay sparse, their number bounded by the input.
+    if (encoding == 2) {
+        format_check(!hip, "HyperLogLog: a sparse frame carries no HIP state");
+        const std::uint64_t k =
+            r.count(r.varint(), 1, detail::hll_sparse_limit(p), "HyperLogLog sparse entry");
+        const ByteReader entries = r;
+        const std::uint64_t end = std::uint64_t{1} << (detail::hll_sparse_precision(mode) + 6);
+        const auto top_rank = static_cast<std::uint32_t>(detail::hll_sparse_max_rank(mode));
+        std::uint64_t prev = 0;
+        for (std::uint64_t j = 0; j < k; ++j) {
+            const std::uint64_t delta = r.varint();
+            format_check(delta < end - prev, "HyperLogLog: sparse entry out of range");
+            const std::uint64_t e = prev + delta;
+            format_check(j == 0 || (e >> 6) > (prev >> 6), "HyperLogLog: sparse entries are not ascending");
+            format_check((e & 63) >= 1 && (e & 63) <= top_rank, "HyperLogLog: sparse entry rank out of range");
+            prev = e;
+        }
+        r.expect_end();
+        ByteReader again = entries;
+        out.sparse_.reserve(static_cast<std::size_t>(k));
+        prev = 0;
+        for (std::uint64_t j = 0; j < k; ++j) {
+            prev += again.varint();
+            out.sparse_.push_back(static_cast<std::uint32_t>(prev));
+        }
+        out.total_ = total;
+        out.sparse_changed();
+        return out;
+    }
+    // A register list (encoding 1) is stored once the HIP state is checked.
+    ByteReader list = r;
+    std::size_t list_size = 0;
     if (encoding == 0) {
         const auto packed = r.bytes(m * 6 / 8);
         r.expect_end();
@@ -325,19 +454,10 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
             next = index + 1;
         }
         r.expect_end();
-        if (k != 0) {
-            ByteReader again = entries;
-            out.sparse_.reserve(static_cast<std::size_t>(k));
-            next = 0;
-            for (std::uint64_t j = 0; j < k; ++j) {
-                const std::size_t index = next + static_cast<std::size_t>(again.varint());
-                out.sparse_.push_back(static_cast<std::uint32_t>(index << 8) | again.u8());
-                next = index + 1;
-            }
-            out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
-        }
         hist[0] = static_cast<std::uint32_t>(m - k);
         out.set_histogram(hist);
+        list = entries;
+        list_size = static_cast<std::size_t>(k);
     }
     out.total_ = total;
     out.hip_valid_ = hip;
@@ -348,10 +468,21 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
         format_check(std::isfinite(hip_value) && hip_value >= 0 && std::isfinite(kxq0) && std::isfinite(kxq1) &&
                          std::abs((kxq0 + kxq1) - sum) <= 1e-9 * sum,
                      "HyperLogLog: HIP state does not match the registers");
-        format_check(!out.empty() || hip_value == 0, "HyperLogLog: HIP estimate of an empty sketch is not 0");
+        format_check(out.hist_[0] != m || hip_value == 0, "HyperLogLog: HIP estimate of an empty sketch is not 0");
         out.hip_ = hip_value;
         out.kxq0_ = kxq0;
         out.kxq1_ = kxq1;
+    }
+    // Register values make a dense sketch; an empty list stays the empty
+    // sparse sketch.
+    if (list_size != 0) {
+        out.allocate();
+        std::size_t next = 0;
+        for (std::size_t j = 0; j < list_size; ++j) {
+            const std::size_t index = next + static_cast<std::size_t>(list.varint());
+            out.registers_[index] = list.u8();
+            next = index + 1;
+        }
     }
     return out;
 }
@@ -459,13 +590,22 @@ inline std::uint64_t HyperLogLog::redis_hash_of(const T& item) noexcept {
 // ---- Apache DataSketches interop -------------------------------------------
 
 inline std::vector<std::byte> HyperLogLog::to_datasketches(DataSketchesHll type) const {
+    if (registers_.empty() && mode_ == HashMode::datasketches && !sparse_.empty() &&
+        detail::ds_keeps_coupons(p_, sparse_.size())) {
+        std::vector<std::uint32_t> coupons;
+        coupons.reserve(sparse_.size());
+        for (const std::uint32_t e : sparse_) coupons.push_back(((e & 63) << 26) | (e >> 6));
+        return detail::ds_coupon_encode(p_, coupons, type);
+    }
+    // A sparse sketch has no HIP state to send: DataSketches estimates it from the registers.
+    const bool hip = hip_valid_ && !registers_.empty();
     detail::DsHllState st;
     st.lg_k = p_;
     st.registers = registers();
     ensure_histogram();
     st.empty = empty();
-    st.out_of_order = !hip_valid_;
-    st.hip = hip_valid_ ? hip_ : 0.0;
+    st.out_of_order = !hip;
+    st.hip = hip ? hip_ : 0.0;
     st.kxq0 = kxq0_;
     st.kxq1 = kxq1_;
     st.zeros = hist_[0];
@@ -487,24 +627,27 @@ inline HyperLogLog HyperLogLog::from_datasketches(std::span<const std::byte> byt
             out.kxq1_ = img.kxq1;
         }
     } else {
-        // Replayed into a sparse list (its size bounded by the input), not
-        // the 2^lg_k registers, which are built on first use.
-        std::unordered_map<std::uint32_t, std::uint8_t> seen;
-        seen.reserve(img.coupons.size());
-        for (const std::uint32_t c : img.coupons) {
-            const auto index = static_cast<std::uint32_t>(c & (out.register_count() - 1));
-            const auto rank = static_cast<std::uint8_t>(c >> 26);
-            std::uint8_t& reg = seen[index];
-            if (rank > reg) {
-                out.raise(reg, rank);
-                reg = rank;
-            }
+        // The coupons are the sparse entries of mode datasketches (one per
+        // address, the largest value); past the sparse limit the sketch is dense.
+        std::vector<std::uint32_t>& e = out.sparse_;
+        e.reserve(img.coupons.size());
+        for (const std::uint32_t c : img.coupons) e.push_back(((c & ((std::uint32_t{1} << 26) - 1)) << 6) | (c >> 26));
+        std::sort(e.begin(), e.end());
+        // Sorted by address then value: keep the last of each address.
+        std::size_t w = 0;
+        for (std::size_t i = 0; i < e.size(); ++i) {
+            if (w != 0 && (e[w - 1] >> 6) == (e[i] >> 6))
+                e[w - 1] = e[i];
+            else
+                e[w++] = e[i];
         }
-        for (const auto& [index, value] : seen)
-            if (value != 0) out.sparse_.push_back((index << 8) | value);
-        std::sort(out.sparse_.begin(), out.sparse_.end());
-        if (!out.sparse_.empty()) out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
-        out.hip_valid_ = !img.out_of_order || out.empty();
+        e.resize(w);
+        if (e.size() > detail::hll_sparse_limit(out.p_)) {
+            out.to_dense();
+        } else {
+            e.shrink_to_fit();
+            out.sparse_changed();
+        }
     }
     return out;
 }
@@ -547,8 +690,12 @@ inline void HyperLogLog::run_lazy(std::atomic<std::uint8_t>& state, F make) noex
 inline void HyperLogLog::ensure_registers() const noexcept {
     if (TALLY_LIKELY(regs_state_.load(std::memory_order_acquire) == lazy_ready)) return;
     run_lazy(regs_state_, [this] {
-        registers_.assign(register_count(), 0);
-        for (const std::uint32_t e : sparse_) registers_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
+        sparse_view_.assign(register_count(), 0);
+        for (const std::uint32_t e : sparse_) {
+            const auto [index, rank] = detail::hll_sparse_register(e, p_, mode_byte());
+            std::uint8_t& reg = sparse_view_[index];
+            reg = reg < rank ? rank : reg;
+        }
     });
 }
 
@@ -556,12 +703,6 @@ inline void HyperLogLog::ensure_histogram() const noexcept {
     if (TALLY_LIKELY(hist_state_.load(std::memory_order_acquire) == lazy_ready)) return;
     ensure_registers();
     run_lazy(hist_state_, [this] { rebuild_from_registers(); });
-}
-
-inline void HyperLogLog::make_registers() {
-    if (regs_state_.load(std::memory_order_relaxed) != lazy_ready) ensure_registers();
-    if (!sparse_.empty()) std::vector<std::uint32_t>().swap(sparse_);
-    allocate();
 }
 
 inline void HyperLogLog::set_histogram(const std::uint32_t (&h)[64]) noexcept {
@@ -585,15 +726,11 @@ inline void HyperLogLog::copy_from(const HyperLogLog& o) {
     hip_valid_ = o.hip_valid_;
     hip_ = o.hip_;
     total_ = o.total_;
-    // The registers are stable unless pending; a pending list is never
-    // modified by const members, so no claim is needed.
-    if (o.regs_state_.load(std::memory_order_acquire) == lazy_ready) {
-        registers_ = o.registers_;
-        regs_state_.store(lazy_ready, std::memory_order_relaxed);
-    } else {
-        sparse_ = o.sparse_;
-        regs_state_.store(lazy_pending, std::memory_order_relaxed);
-    }
+    // Registers and entries are never modified by const members, so no
+    // claim is needed; the register view of a sparse sketch is not copied.
+    registers_ = o.registers_;
+    sparse_ = o.sparse_;
+    regs_state_.store(sparse_.empty() ? lazy_ready : lazy_pending, std::memory_order_relaxed);
     // A histogram being rebuilt elsewhere is simply rebuilt again here.
     if (o.hist_state_.load(std::memory_order_acquire) == lazy_ready) {
         std::copy(std::begin(o.hist_), std::end(o.hist_), std::begin(hist_));
@@ -611,6 +748,7 @@ inline void HyperLogLog::move_from(HyperLogLog& o) noexcept {
     total_ = o.total_;
     registers_ = std::move(o.registers_);
     sparse_ = std::move(o.sparse_);
+    sparse_view_ = std::move(o.sparse_view_);
     regs_state_.store(o.regs_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     std::copy(std::begin(o.hist_), std::end(o.hist_), std::begin(hist_));
     kxq0_ = o.kxq0_;
@@ -619,6 +757,7 @@ inline void HyperLogLog::move_from(HyperLogLog& o) noexcept {
     // The moved-from sketch is the empty sketch of its precision.
     o.registers_.clear();
     o.sparse_.clear();
+    o.sparse_view_.clear();
     o.regs_state_.store(lazy_ready, std::memory_order_relaxed);
     o.reset_state();
 }
@@ -639,7 +778,6 @@ inline void HyperLogLog::allocate() {
 }
 
 TALLY_ALWAYS_INLINE void HyperLogLog::update_register_low_bits(std::uint64_t hash, std::uint8_t rank) noexcept {
-    if (TALLY_UNLIKELY(registers_.empty())) make_registers();
     std::uint8_t& reg = registers_[static_cast<std::size_t>(hash) & (registers_.size() - 1)];
     if (rank > reg) {
         if (TALLY_LIKELY(hist_state_.load(std::memory_order_relaxed) == lazy_ready)) raise(reg, rank);
@@ -648,7 +786,6 @@ TALLY_ALWAYS_INLINE void HyperLogLog::update_register_low_bits(std::uint64_t has
 }
 
 TALLY_ALWAYS_INLINE void HyperLogLog::update_register(std::size_t index, std::uint8_t rank) noexcept {
-    if (TALLY_UNLIKELY(registers_.empty())) make_registers();
     std::uint8_t& reg = registers_[index];
     if (rank > reg) {
         // After a merge (no HIP) the histogram is rebuilt when queried.
@@ -678,7 +815,7 @@ inline void HyperLogLog::raise(std::uint8_t from, std::uint8_t to) noexcept {
 
 inline void HyperLogLog::rebuild_from_registers() const noexcept {
     std::uint32_t h[4][64] = {};
-    const std::uint8_t* r = registers_.empty() ? detail::hll_zero_registers : registers_.data();
+    const std::uint8_t* r = register_data();
     const std::size_t m = register_count();  // a multiple of 16
     for (std::size_t i = 0; i < m; i += 8) {
         std::uint64_t word;
@@ -699,6 +836,79 @@ inline void HyperLogLog::rebuild_from_registers() const noexcept {
     std::uint32_t sum[64];
     for (int k = 0; k < 64; ++k) sum[k] = h[0][k] + h[1][k] + h[2][k] + h[3][k];
     set_histogram_values(sum);
+}
+
+// ---- sparse representation -------------------------------------------------
+
+inline void HyperLogLog::add_hash_sparse(std::uint64_t hash) noexcept {
+    std::uint32_t e;
+    if (mode_ == HashMode::tally)
+        e = detail::hll_sparse_entry_tally(hash);
+    else if (mode_ == HashMode::redis)
+        e = detail::hll_sparse_entry_redis(hash);
+    else
+        e = detail::hll_sparse_entry_ds(hash, hash);
+    insert_sparse(e);
+}
+
+inline void HyperLogLog::insert_sparse(std::uint32_t entry) noexcept {
+    const std::uint32_t key = entry >> 6;
+    auto it = std::lower_bound(sparse_.begin(), sparse_.end(), key << 6);
+    if (it != sparse_.end() && (*it >> 6) == key) {
+        if (*it < entry) {
+            *it = entry;
+            sparse_changed();
+        }
+        return;
+    }
+    const std::size_t limit = detail::hll_sparse_limit(p_);
+    if (sparse_.size() >= limit) {
+        // Break-even: 2^p registers take no more than the entries.
+        to_dense();
+        const auto [index, rank] = detail::hll_sparse_register(entry, p_, mode_byte());
+        update_register(index, rank);
+        return;
+    }
+    if (sparse_.size() == sparse_.capacity()) {
+        // Grow by half, never past the limit (so never past the dense size).
+        const auto at = it - sparse_.begin();
+        std::size_t cap = sparse_.capacity() + sparse_.capacity() / 2;
+        cap = cap < 4 ? 4 : cap > limit ? limit : cap;
+        sparse_.reserve(cap);
+        it = sparse_.begin() + at;
+    }
+    sparse_.insert(it, entry);
+    sparse_changed();
+}
+
+inline void HyperLogLog::sparse_changed() noexcept {
+    if (!sparse_view_.empty()) std::vector<std::uint8_t>().swap(sparse_view_);
+    regs_state_.store(sparse_.empty() ? lazy_ready : lazy_pending, std::memory_order_relaxed);
+    hist_state_.store(sparse_.empty() ? lazy_ready : lazy_pending, std::memory_order_relaxed);
+}
+
+inline void HyperLogLog::to_dense() {
+    const double start = detail::hll_sparse_estimate(sparse_.size(), mode_byte());
+    registers_.assign(register_count(), 0);
+    for (const std::uint32_t e : sparse_) {
+        const auto [index, rank] = detail::hll_sparse_register(e, p_, mode_byte());
+        std::uint8_t& reg = registers_[index];
+        reg = reg < rank ? rank : reg;
+    }
+    std::vector<std::uint32_t>().swap(sparse_);
+    std::vector<std::uint8_t>().swap(sparse_view_);
+    regs_state_.store(lazy_ready, std::memory_order_relaxed);
+    rebuild_from_registers();
+    hist_state_.store(lazy_ready, std::memory_order_relaxed);
+    // HIP continues from the sparse estimate: its later increments count the
+    // items that change a register, new to the sketch whatever its history.
+    hip_valid_ = true;
+    hip_ = start;
+}
+
+inline const std::uint8_t* HyperLogLog::register_data() const noexcept {
+    if (!registers_.empty()) return registers_.data();
+    return sparse_view_.empty() ? detail::hll_zero_registers : sparse_view_.data();
 }
 
 TALLY_END_NAMESPACE
