@@ -83,6 +83,19 @@ int main(int argc, char** argv) {
                                              0x40, 0x10, 0x84, 0x7f, 0xec};
         put("hyperloglog_redis", "sparse_vals", sparse_vals, sizeof sparse_vals);
     }
+    for (int p : {3, 10, 16}) {  // UltraLogLog: empty, sparse, dense, merged (no martingale)
+        tally::UltraLogLog u(p);
+        put("ultraloglog", "empty_p" + std::to_string(p), u.serialize());
+        for (std::uint64_t i = 0; i < 40; ++i) u.add(i);
+        put("ultraloglog", "small_p" + std::to_string(p), u.serialize());
+        if (p <= 10) {
+            for (std::uint64_t i = 0; i < 20000; ++i) u.add(i);
+            put("ultraloglog", "large_p" + std::to_string(p), u.serialize());
+            tally::UltraLogLog v(p);
+            v.add(std::uint64_t{7});
+            put("ultraloglog", "merged_p" + std::to_string(p), u.merge(v).serialize());
+        }
+    }
     {
         tally::CountMin<std::uint32_t> c(64, 4);
         put("count_min", "empty", c.serialize());

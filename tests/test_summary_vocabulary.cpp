@@ -125,7 +125,9 @@ TEST_CASE("every summary answers total, empty, memory_bytes and clear alike", "[
     check_observers(tally::Reservoir<std::uint64_t>(8, 1), [](auto& s) { s.add(std::uint64_t{42}); });
     check_observers(tally::WeightedReservoir<std::uint64_t>(8, 1), [](auto& s) { s.add(std::uint64_t{42}, 1.0); });
     check_observers(tally::TDigest(), [](auto& s) { s.add(1.5); });
+    check_observers(tally::ThetaSketch(10), [](auto& s) { s.add(std::uint64_t{42}); });
     check_observers(tally::KllSketch<double>(), [](auto& s) { s.add(1.5); });
+    check_observers(tally::UltraLogLog(12), [](auto& s) { s.add(std::uint64_t{42}); });
     check_observers(tally::SlidingCounter<std::uint32_t, 8>(1000), [](auto& s) { s.add(5); });
     check_observers(tally::Windowed<tally::HyperLogLog, 8>(1000, tally::HyperLogLog(10)),
                     [](auto& s) { s.add(1500, std::uint64_t{42}); });

@@ -456,6 +456,25 @@ TEST_CASE("UltraLogLog frame bytes are the documented layout", "[ultraloglog][go
     const UltraLogLog u26 = UltraLogLog::deserialize(e26);
     CHECK(u26.memory_bytes() < 256);
     CHECK(u26.serialize() == e26);
+    // p = 20 with a few registers: decoded as a list; every query answers
+    // as the sketch that wrote it, and the array is built on first use.
+    UltraLogLog few(20);
+    for (std::uint64_t i = 0; i < 5; ++i) few.add(i);
+    UltraLogLog back = UltraLogLog::deserialize(few.serialize());
+    CHECK(back.memory_bytes() < 1024);
+    CHECK(back.estimate() == few.estimate());
+    CHECK(back.estimate(UllEstimator::ml) == few.estimate(UllEstimator::ml));
+    CHECK(back.state_change_probability() == few.state_change_probability());
+    CHECK(back.reduce(18).to_hyperloglog() == few.reduce(18).to_hyperloglog());
+    const UltraLogLog copy = back;
+    CHECK(copy.serialize() == few.serialize());
+    CHECK(back == few);  // builds the array
+    back.add(std::uint64_t{99});
+    few.add(std::uint64_t{99});
+    CHECK(back.serialize() == few.serialize());
+    UltraLogLog merged = UltraLogLog::deserialize(few.serialize());
+    merged.merge(UltraLogLog::deserialize(few.serialize()));
+    CHECK(merged == few);
 }
 
 TEST_CASE("UltraLogLog RSE per estimator is within 1.05 of the paper's at p = 8", "[ultraloglog][big]") {

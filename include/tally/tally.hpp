@@ -36,6 +36,7 @@
 #include "sketch/tdigest.hpp"
 #include "sketch/theta.hpp"
 #include "sketch/top_k.hpp"
+#include "sketch/ultraloglog.hpp"
 #include "sketch/weighted_reservoir.hpp"
 
 #endif  // TALLY_TALLY_HPP

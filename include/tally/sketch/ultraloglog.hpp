@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -112,6 +113,9 @@ class UltraLogLog {
         const int bit = std::countl_zero((hash << p_) | low_bits_) + p_ - 1;
         std::uint8_t& reg = regs_[index];
         const std::uint8_t old = reg;
+        // Most updates fall more than two positions below the register's top
+        // bit, outside its window: nothing changes.
+        if (static_cast<int>(old >> 2) > bit + 2) return;
         const std::uint8_t now = detail::ull_pack(detail::ull_unpack(old) | (std::uint64_t{1} << bit));
         if (now != old) {
             reg = now;
@@ -123,6 +127,8 @@ class UltraLogLog {
     /// the precision and the register memory.
     void clear() noexcept {
         if (!regs_.empty()) std::memset(regs_.data(), 0, regs_.size());
+        std::vector<std::uint32_t>().swap(sparse_);
+        regs_state_.store(lazy_ready, std::memory_order_relaxed);
         reset_estimators();
         total_ = 0;
     }
@@ -201,6 +207,7 @@ class UltraLogLog {
     /// The 2^p register bytes, identical to hash4j's UltraLogLog.getState()
     /// for the same hashes (valid until the next non-const call).
     [[nodiscard]] std::span<const std::uint8_t> state() const noexcept {
+        ensure_registers();
         if (regs_.empty()) return {zero_registers(p_), register_count()};
         return regs_;
     }
@@ -209,7 +216,9 @@ class UltraLogLog {
     [[nodiscard]] bool empty() const noexcept { return !any_; }
     /// Number of add/add_hash calls, summed over merges (saturating); 0 for from_state.
     [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
-    [[nodiscard]] std::size_t memory_bytes() const noexcept { return sizeof(*this) + regs_.capacity(); }
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return sizeof(*this) + regs_.capacity() + sparse_.capacity() * sizeof(std::uint32_t);
+    }
 
     /// Same precision and registers (the estimator state may differ).
     friend bool operator==(const UltraLogLog& a, const UltraLogLog& b) noexcept {
@@ -243,6 +252,8 @@ class UltraLogLog {
             total_ = total;
             return *this;
         }
+        allocate();
+        other.ensure_registers();
         merge_registers(regs_.data(), other.regs_.data(), regs_.size());
         martingale_ = false;
         fgra_cache_.store(-1.0, std::memory_order_relaxed);
@@ -266,7 +277,7 @@ class UltraLogLog {
         out.allocate();
         const int d = p_ - precision;
         const std::size_t group = std::size_t{1} << d;
-        const std::uint8_t* src = regs_.data();
+        const std::uint8_t* src = state().data();
         for (std::size_t i = 0; i < out.regs_.size(); ++i, src += group) {
             // Register (i << d) + k, k != 0: its items have k's top bit as their
             // first 1 after the new index: update value d - bit_width(k).
@@ -288,9 +299,8 @@ class UltraLogLog {
         detail::check_range("tally::UltraLogLog::to_hyperloglog", "precision", p_, HyperLogLog::min_precision,
                             HyperLogLog::max_precision);
         // A HyperLogLog frame (format version 2, sparse registers: docs/hyperloglog.md).
-        const auto regs = state();
         std::size_t nonzero = 0;
-        for (const std::uint8_t r : regs) nonzero += r != 0;
+        for_each_nonzero([&](std::size_t, std::uint8_t) { ++nonzero; });
         ByteWriter w(frame_header_size + 14 + 4 * nonzero);
         w.header(Family::hyperloglog, 2);
         w.u8(static_cast<std::uint8_t>(p_));
@@ -300,12 +310,11 @@ class UltraLogLog {
         w.u64(total_);
         w.varint(nonzero);
         std::size_t next = 0;
-        for (std::size_t i = 0; i < regs.size(); ++i) {
-            if (regs[i] == 0) continue;
+        for_each_nonzero([&](std::size_t i, std::uint8_t r) {
             w.varint(i - next);
-            w.u8(static_cast<std::uint8_t>((regs[i] >> 2) - p_ + 2));
+            w.u8(static_cast<std::uint8_t>((r >> 2) - p_ + 2));
             next = i + 1;
-        }
+        });
         return HyperLogLog::deserialize(w.buffer());
     }
 
@@ -344,19 +353,18 @@ class UltraLogLog {
     /// total(), the martingale estimate while estimator() is martingale, then
     /// the registers dense (2^p bytes) or as a sparse list, whichever is shorter.
     [[nodiscard]] std::vector<std::byte> serialize() const {
-        const auto regs = state();
+        const std::size_t m = register_count();
         std::size_t nonzero = 0;
         std::size_t sparse_bytes = 0;
         std::size_t next = 0;
-        for (std::size_t i = 0; i < regs.size(); ++i) {
-            if (regs[i] == 0) continue;
+        for_each_nonzero([&](std::size_t i, std::uint8_t) {
             sparse_bytes += varint_size(i - next) + 1;
             next = i + 1;
             ++nonzero;
-        }
+        });
         sparse_bytes += varint_size(nonzero);
-        const bool sparse = sparse_bytes < regs.size();
-        ByteWriter w(frame_header_size + 12 + 8 + (sparse ? sparse_bytes : regs.size()));
+        const bool sparse = sparse_bytes < m;
+        ByteWriter w(frame_header_size + 12 + 8 + (sparse ? sparse_bytes : m));
         w.header(Family::ultraloglog, format_version);
         w.u8(static_cast<std::uint8_t>(p_));
         w.u8(martingale_ ? 1 : 0);
@@ -367,13 +375,13 @@ class UltraLogLog {
         if (sparse) {
             w.varint(nonzero);
             next = 0;
-            for (std::size_t i = 0; i < regs.size(); ++i) {
-                if (regs[i] == 0) continue;
+            for_each_nonzero([&](std::size_t i, std::uint8_t r) {
                 w.varint(i - next);
-                w.u8(regs[i]);
+                w.u8(r);
                 next = i + 1;
-            }
+            });
         } else {
+            const auto regs = state();
             w.bytes(regs.data(), regs.size());
         }
         return w.take();
@@ -437,14 +445,17 @@ class UltraLogLog {
             format_check(r.position() - again.position() + varint_size(k) < m,
                          "UltraLogLog: sparse list is not shorter than the dense registers");
             if (k != 0) {
+                // Kept as a list (its size bounded by the input's), the 2^p
+                // registers built on first use.
                 any = true;
-                out.allocate();
+                out.sparse_.reserve(static_cast<std::size_t>(k));
                 next = 0;
                 for (std::uint64_t j = 0; j < k; ++j) {
                     next += static_cast<std::size_t>(again.varint());
-                    out.regs_[next] = again.u8();
+                    out.sparse_.push_back(static_cast<std::uint32_t>(next << 8) | again.u8());
                     ++next;
                 }
+                out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
             }
         }
         out.total_ = total;
@@ -495,8 +506,49 @@ class UltraLogLog {
         return z;
     }
 
+    // Exclusive access (non-const callers): the register array, allocated (an
+    // allocation failure in add terminates, as add is noexcept).
     void allocate() {
+        if (regs_state_.load(std::memory_order_relaxed) != lazy_ready) {
+            ensure_registers();
+            std::vector<std::uint32_t>().swap(sparse_);
+        }
         if (regs_.empty()) regs_.assign(register_count(), 0);
+    }
+
+    static constexpr std::uint8_t lazy_ready = 0;
+    static constexpr std::uint8_t lazy_pending = 1;
+    static constexpr std::uint8_t lazy_busy = 2;
+
+    // The registers of a decoded sparse frame, built once; concurrent const
+    // callers wait for the one that builds them. The list stays until a writer.
+    void ensure_registers() const noexcept {
+        if (TALLY_LIKELY(regs_state_.load(std::memory_order_acquire) == lazy_ready)) return;
+        for (;;) {
+            std::uint8_t s = regs_state_.load(std::memory_order_acquire);
+            if (s == lazy_ready) return;
+            if (s == lazy_pending && regs_state_.compare_exchange_weak(s, lazy_busy, std::memory_order_acquire,
+                                                                       std::memory_order_relaxed)) {
+                regs_.assign(register_count(), 0);
+                for (const std::uint32_t e : sparse_) regs_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
+                regs_state_.store(lazy_ready, std::memory_order_release);
+                return;
+            }
+            std::this_thread::yield();
+        }
+    }
+
+    // f(index, value) for every non-zero register, in index order, without
+    // building the array of a decoded sparse frame.
+    template <class F>
+    void for_each_nonzero(F&& f) const {
+        if (regs_state_.load(std::memory_order_acquire) != lazy_ready) {
+            for (const std::uint32_t e : sparse_) f(std::size_t{e >> 8}, static_cast<std::uint8_t>(e & 0xff));
+            return;
+        }
+        if (!any_) return;
+        for (std::size_t i = 0; i < regs_.size(); ++i)
+            if (regs_[i] != 0) f(i, regs_[i]);
     }
 
     void reset_estimators() noexcept {
@@ -527,27 +579,35 @@ class UltraLogLog {
     }
 
     void histogram(std::uint32_t (&hist)[256]) const noexcept {
-        if (regs_.empty()) {
+        if (regs_state_.load(std::memory_order_acquire) != lazy_ready || regs_.empty()) {
             std::memset(hist, 0, sizeof hist);
-            hist[0] = static_cast<std::uint32_t>(register_count());
+            std::uint32_t k = 0;
+            for_each_nonzero([&](std::size_t, std::uint8_t r) {
+                ++hist[r];
+                ++k;
+            });
+            hist[0] = static_cast<std::uint32_t>(register_count()) - k;
             return;
         }
         detail::ull_histogram(regs_.data(), regs_.size(), hist);
     }
 
     // a[i] = the register of the union of a[i]'s and b[i]'s hash prefixes:
-    // the larger byte, plus the bits the smaller one's top bits add to its
-    // window (d = difference of the top positions). Branch-free, so it vectorizes.
-    static void merge_registers(std::uint8_t* a, const std::uint8_t* b, std::size_t m) noexcept {
+    // the larger byte, plus what the smaller one's top bit and the two below
+    // it (g = 4 | l) put into the larger one's window: g's low bits when both
+    // tops are equal (d4 = 0), g >> 1 when one position lower, g >> 2 when
+    // two. Branch-free byte arithmetic, so it vectorizes.
+    static void merge_registers(std::uint8_t* __restrict a, const std::uint8_t* __restrict b, std::size_t m) noexcept {
         for (std::size_t i = 0; i < m; ++i) {
             const std::uint8_t x = a[i], y = b[i];
             const std::uint8_t hi = x < y ? y : x;
             const std::uint8_t lo = x < y ? x : y;
-            const std::uint8_t d = static_cast<std::uint8_t>((hi >> 2) - (lo >> 2));
-            std::uint8_t extra = d == 0 ? static_cast<std::uint8_t>(lo & 3) : 0;
-            extra |= d == 1 ? static_cast<std::uint8_t>(2 | ((lo >> 1) & 1)) : 0;
-            extra |= d == 2 ? 1 : 0;
-            a[i] = static_cast<std::uint8_t>(hi | (lo != 0 ? extra : 0));
+            const auto d4 = static_cast<std::uint8_t>((hi & 0xfc) - (lo & 0xfc));
+            const auto g = static_cast<std::uint8_t>((lo & 3) | 4);
+            auto e = static_cast<std::uint8_t>(d4 == 0 ? g : 0);
+            e = static_cast<std::uint8_t>(e | (d4 == 4 ? static_cast<std::uint8_t>(g >> 1) : 0));
+            e = static_cast<std::uint8_t>(e | (d4 == 8 ? static_cast<std::uint8_t>(g >> 2) : 0));
+            a[i] = static_cast<std::uint8_t>(hi | (lo != 0 ? static_cast<std::uint8_t>(e & 3) : 0));
         }
     }
 
@@ -559,7 +619,16 @@ class UltraLogLog {
         mart_estimate_ = o.mart_estimate_;
         change_sum_ = o.change_sum_;
         total_ = o.total_;
-        regs_ = o.regs_;
+        // A pending list is never modified by const members: copied as it is.
+        if (o.regs_state_.load(std::memory_order_acquire) == lazy_ready) {
+            regs_ = o.regs_;
+            sparse_.clear();
+            regs_state_.store(lazy_ready, std::memory_order_relaxed);
+        } else {
+            regs_.clear();
+            sparse_ = o.sparse_;
+            regs_state_.store(lazy_pending, std::memory_order_relaxed);
+        }
         fgra_cache_.store(o.fgra_cache_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
 
@@ -572,9 +641,13 @@ class UltraLogLog {
         change_sum_ = o.change_sum_;
         total_ = o.total_;
         regs_ = std::move(o.regs_);
+        sparse_ = std::move(o.sparse_);
+        regs_state_.store(o.regs_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);
         fgra_cache_.store(o.fgra_cache_.load(std::memory_order_relaxed), std::memory_order_relaxed);
         // The moved-from sketch is the empty sketch of its precision.
         o.regs_.clear();
+        o.sparse_.clear();
+        o.regs_state_.store(lazy_ready, std::memory_order_relaxed);
         o.reset_estimators();
         o.total_ = 0;
     }
@@ -587,7 +660,9 @@ class UltraLogLog {
     std::uint64_t change_sum_ = 0;  // the change probability in units of 2^-64 (wrapping: empty = 2^64 = 0)
     std::uint64_t total_ = 0;
     mutable std::atomic<double> fgra_cache_{-1.0};  // < 0: not computed since the last change
-    std::vector<std::uint8_t> regs_;                 // empty until the first add or merge
+    mutable std::atomic<std::uint8_t> regs_state_{lazy_ready};  // lazy_pending: regs_ not built from sparse_ yet
+    mutable std::vector<std::uint8_t> regs_;                    // empty until the first add or merge
+    std::vector<std::uint32_t> sparse_;  // (index << 8) | value, ascending, while regs_state_ is pending
 };
 
 static_assert(MergeableSummary<UltraLogLog>);
