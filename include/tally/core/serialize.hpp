@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../detail/throw.hpp"
+#include "detail/byte_order.hpp"
 
 TALLY_BEGIN_NAMESPACE
 
@@ -42,18 +43,6 @@ class FormatError : public std::runtime_error {
 namespace detail {
 [[noreturn]] inline void throw_format_error(const std::string& message) { throw_as<FormatError>(message); }
 
-/// v in little-endian byte order (and back: the swap is its own inverse).
-template <class U>
-    requires std::is_unsigned_v<U>
-constexpr U little_endian(U v) noexcept {
-    if constexpr (std::endian::native == std::endian::big && sizeof(U) > 1) {
-        U r = 0;
-        for (std::size_t i = 0; i < sizeof(U); ++i) r = static_cast<U>((r << 8) | ((v >> (8 * i)) & 0xff));
-        return r;
-    } else {
-        return v;
-    }
-}
 }  // namespace detail
 
 /// Family ids of the frame header. Values are part of the wire format.

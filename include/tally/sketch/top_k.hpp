@@ -28,6 +28,7 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 #include "detail/top_k_group.hpp"
+#include "detail/top_k_key.hpp"
 #include "detail/top_k_string.hpp"
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -37,28 +38,6 @@
 #endif
 
 TALLY_BEGIN_NAMESPACE
-namespace detail {
-
-template <class T>
-inline constexpr bool top_k_is_string = std::is_same_v<T, std::string>;
-
-// The key types TopK<T>'s lookups accept: T itself, and for std::string
-// anything convertible to std::string_view (no string is built on a lookup).
-template <class T, class K>
-concept TopKKey = (!top_k_is_string<T> && std::is_convertible_v<const K&, const T&>) ||
-                  (top_k_is_string<T> && std::is_convertible_v<const K&, std::string_view>);
-
-// Every NaN is one item, as Hasher<float> hashes it.
-template <class T>
-TALLY_ALWAYS_INLINE bool top_k_equal(const T& a, const T& b) noexcept {
-    if constexpr (std::is_floating_point_v<T>) {
-        return a == b || (std::isnan(a) && std::isnan(b));
-    } else {
-        return a == b;
-    }
-}
-
-}  // namespace detail
 
 /// Frequent items: Misra-Gries counters ("Finding repeated elements", Sci.
 /// Comput. Program. 2, 1982) in one open-addressed table of 16-slot groups
