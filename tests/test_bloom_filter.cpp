@@ -25,9 +25,7 @@ constexpr std::uint64_t probe_base = std::uint64_t{1} << 40;
 
 template <std::size_t B>
 BloomFilter<B> filled(std::size_t n, double fpp, std::uint64_t first = 0, std::uint64_t seed = 0) {
-    BloomFilter<B> f(n, fpp, tally::Seed{seed});
-    for (std::uint64_t i = first; i < first + n; ++i) f.add(i);
-    return f;
+    return tally::test::filled(BloomFilter<B>(n, fpp, tally::Seed{seed}), n, [first](auto& f, std::uint64_t i) { f.add(first + i); });
 }
 
 template <std::size_t B>

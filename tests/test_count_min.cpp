@@ -20,6 +20,7 @@
 using tally::CountMin;
 using tally::CountMinOptions;
 using tally::test::big;
+using tally::test::to_bytes;
 using tally::test::Rng;
 
 using tally::Seed;
@@ -80,11 +81,6 @@ std::size_t full_collisions(ColumnOf&& column_of, std::size_t depth, std::uint64
     return n;
 }
 
-std::vector<std::byte> to_bytes(std::initializer_list<int> v) {
-    std::vector<std::byte> out;
-    for (const int b : v) out.push_back(static_cast<std::byte>(b));
-    return out;
-}
 
 }  // namespace
 

@@ -33,6 +33,7 @@ struct tally::ItemCodec<Point> {
     }
 };
 using tally::test::big;
+using tally::test::to_bytes;
 using U64Reservoir = Reservoir<std::uint64_t>;
 
 namespace {
@@ -110,11 +111,6 @@ std::vector<std::uint64_t> sorted(std::span<const std::uint64_t> s) {
     return v;
 }
 
-std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
-    std::vector<std::byte> out;
-    for (auto b : v) out.push_back(static_cast<std::byte>(b));
-    return out;
-}
 
 }  // namespace
 

@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tally/detail/primitives.hpp>
+#include <tally/limit/decision.hpp>
 
 namespace tally::test {
 
@@ -86,6 +89,34 @@ std::string message_of(F&& f) {
         return e.what();
     }
     return "(no exception)";
+}
+
+/// Bytes from a list of byte values (golden frames written out in a test).
+inline std::vector<std::byte> to_bytes(std::initializer_list<int> v) {
+    std::vector<std::byte> out;
+    out.reserve(v.size());
+    for (const int b : v) out.push_back(static_cast<std::byte>(b));
+    return out;
+}
+inline std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
+    std::vector<std::byte> out;
+    out.reserve(v.size());
+    for (const std::uint8_t b : v) out.push_back(static_cast<std::byte>(b));
+    return out;
+}
+
+/// `s` after add(s, i) for every i in [0, n), in order.
+template <class S, class Add>
+S filled(S s, std::uint64_t n, Add&& add) {
+    for (std::uint64_t i = 0; i < n; ++i) add(s, i);
+    return s;
+}
+
+/// A Decision on one line, for test messages.
+inline std::string show(const Decision& d) {
+    return std::string(d.allowed ? "allowed" : "denied") + " remaining " + std::to_string(d.remaining) + " retry " +
+           std::to_string(d.retry_after_ns) + " reset " + std::to_string(d.reset_after_ns) +
+           (d.degraded ? " DEGRADED" : "");
 }
 
 }  // namespace tally::test

@@ -20,6 +20,7 @@
 
 using tally::TopK;
 using tally::test::big;
+using tally::test::to_bytes;
 using tally::test::Rng;
 
 using tally::test::Zipf;
@@ -118,11 +119,6 @@ struct Consistent {
 };
 
 
-std::vector<std::byte> to_bytes(std::initializer_list<int> v) {
-    std::vector<std::byte> out;
-    for (const int b : v) out.push_back(static_cast<std::byte>(b));
-    return out;
-}
 
 void put_u64(std::vector<std::byte>& b, std::size_t at, std::uint64_t v) {
     for (int i = 0; i < 8; ++i) b[at + static_cast<std::size_t>(i)] = static_cast<std::byte>(v >> (8 * i));

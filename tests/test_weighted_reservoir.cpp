@@ -18,6 +18,7 @@
 
 using tally::WeightedReservoir;
 using tally::test::big;
+using tally::test::to_bytes;
 using WR = WeightedReservoir<std::uint32_t>;
 
 namespace {
@@ -109,11 +110,6 @@ double chi_square(const std::vector<std::uint64_t>& counts, const std::vector<do
     return x2;
 }
 
-std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
-    std::vector<std::byte> out;
-    for (auto b : v) out.push_back(static_cast<std::byte>(b));
-    return out;
-}
 
 }  // namespace
 
