@@ -307,8 +307,7 @@ const bool registered = [] {
     };
     auto* base = benchmark::RegisterBenchmark("BM_unordered_set_baseline", BM_unordered_set_baseline);
     auto* hll = benchmark::RegisterBenchmark("BM_hll_distinct", BM_hll_distinct);
-    for (std::int64_t n : {10000, 1000000}) {
-        if (quick() && n > 10000) continue;
+    for (std::int64_t n : {10000, 1000000}) {  // both in quick mode too: the README quotes 10^6
         base->Arg(n);
         hll->Arg(n);
     }

@@ -128,7 +128,7 @@ void BM_View(benchmark::State& state) {
 }
 
 template <class S, std::size_t Slots>
-struct NaiveWin : Naive<S, Slots> {
+struct NaiveWinBaseline : Naive<S, Slots> {
     static constexpr std::size_t slot_count = Slots;
     using Naive<S, Slots>::Naive;
 };
@@ -151,9 +151,9 @@ TALLY_ADD_ROWS(Td, tally::TDigest)
 
 #define TALLY_VIEW_ROWS(K, S, SLOTS)                                                          \
     BENCHMARK_TEMPLATE(BM_View, K, tally::Windowed<S, SLOTS>, 1)->UseManualTime();           \
-    BENCHMARK_TEMPLATE(BM_View, K, NaiveWin<S, SLOTS>, 1)->UseManualTime();                   \
+    BENCHMARK_TEMPLATE(BM_View, K, NaiveWinBaseline<S, SLOTS>, 1)->UseManualTime();                   \
     BENCHMARK_TEMPLATE(BM_View, K, tally::Windowed<S, SLOTS>, 1000)->UseManualTime();        \
-    BENCHMARK_TEMPLATE(BM_View, K, NaiveWin<S, SLOTS>, 1000)->UseManualTime();
+    BENCHMARK_TEMPLATE(BM_View, K, NaiveWinBaseline<S, SLOTS>, 1000)->UseManualTime();
 
 TALLY_VIEW_ROWS(Hll, tally::HyperLogLog, 8)
 TALLY_VIEW_ROWS(Hll, tally::HyperLogLog, 61)
