@@ -59,14 +59,15 @@ namespace redis {
 /// - Scripts are loaded once per server (SCRIPT LOAD, pipelined before the
 ///   calls that need them) and called by SHA1 (EVALSHA); NOSCRIPT (SCRIPT
 ///   FLUSH, a restart, a failover) reloads and repeats those calls once.
-/// - Lost state (single server): every script call reads and counts a
-///   sentinel key without TTL, <key_prefix>!sentinel. The Client remembers
-///   the sentinel's epoch and count it has seen; a sentinel gone, replaced or
-///   counting backwards (restart without persistence, FLUSHALL, a failover
-///   to a replica that missed writes, a restore of an older snapshot) is
-///   recorded in it as "lost at t", and for one time-to-full-replenishment
-///   after t keys that come back missing start spent. lost_state_events()
-///   counts the detections. Cluster: not guarded (see docs/redis.md).
+/// - Lost state (single server): every script call counts up a sentinel key
+///   without TTL, <key_prefix>!sentinel (INCR), and the Client remembers the
+///   highest count it has seen. A count not above it (the key gone after a
+///   restart without persistence or FLUSHALL, or behind after a restore or a
+///   failover to a replica that missed writes) is a loss: the script writes
+///   "lost at t" (<key_prefix>!lost, no TTL), and for one time to full
+///   replenishment after t keys that come back missing start spent.
+///   lost_state_events() counts the detections. Cluster: not guarded (see
+///   docs/redis.md).
 /// - Eviction: each new connection reads CONFIG GET maxmemory-policy;
 ///   evicting() is true while the server's policy can evict keys with a TTL,
 ///   and limiters refuse it (see Options::allow_evicting_server). Where
@@ -448,9 +449,8 @@ class Client {
         }
     };
 
-    // What a Client remembers of a server's sentinel.
+    // What a Client remembers of a server's sentinel: the highest count.
     struct Seen {
-        long long epoch = 0;
         long long count = 0;
     };
 
@@ -484,7 +484,7 @@ class Client {
         mutable std::mutex mu;
         Options opt;
         std::size_t pool = 1;
-        std::string sentinel;  // <key_prefix>!sentinel (single server)
+        std::string sentinel, lost_key;  // <key_prefix>!sentinel, <key_prefix>!lost (single server)
         std::atomic<std::uint64_t> trips{0}, lost{0};
         std::atomic<int> evicting_nodes{0};
         std::string error;
@@ -636,7 +636,7 @@ class Client {
                 }
             }
             const bool guard = !cluster;
-            const std::string ep = std::to_string(seen.epoch), cnt = std::to_string(seen.count);
+            const std::string cnt = std::to_string(seen.count);
             std::vector<std::string_view> argv;
             for (const std::size_t i : g.idx) {
                 if (g.asking) {
@@ -650,17 +650,19 @@ class Client {
                 }
                 const protocol::Call& call = *it.call;
                 const std::size_t nk = std::min(call.num_keys, call.args.size());
-                const std::string nks = std::to_string(nk + (guard ? 1 : 0));
+                const std::string nks = std::to_string(nk + (guard ? 2 : 0));
                 argv.clear();
                 argv.reserve(call.args.size() + 7);
                 argv.emplace_back("EVALSHA");
                 argv.emplace_back(sha[static_cast<std::size_t>(call.script)]);
                 argv.emplace_back(nks);
                 for (std::size_t k = 0; k < nk; ++k) argv.emplace_back(call.args[k]);
-                if (guard) argv.emplace_back(sentinel);
+                if (guard) {
+                    argv.emplace_back(sentinel);
+                    argv.emplace_back(lost_key);
+                }
                 for (std::size_t k = nk; k < call.args.size(); ++k) argv.emplace_back(call.args[k]);
                 argv.emplace_back(guard ? std::string_view("1") : std::string_view("0"));
-                argv.emplace_back(guard ? std::string_view(ep) : std::string_view("0"));
                 argv.emplace_back(guard ? std::string_view(cnt) : std::string_view("0"));
                 if (!c.append(argv, n.where)) return false;
             }
@@ -682,24 +684,23 @@ class Client {
             n.loaded[static_cast<std::size_t>(s)] = true;
             return true;
         }
-        // The script replies end with the sentinel's epoch, count and a flag
-        // "this call detected a loss": strip and remember them.
+        // The script replies end with the sentinel's count and a flag "this
+        // call detected a loss": strip and remember them.
         void take_suffix(Node& n, Reply& r) {
             if (r.type != Reply::Type::array) return;
             auto& e = r.elements;
-            if (e.size() < 3 || !protocol::detail::int_in(e[e.size() - 3], 0, (1LL << 53) - 1) ||
-                !protocol::detail::int_in(e[e.size() - 2], 0, (1LL << 53) - 1) ||
+            if (e.size() < 2 || !protocol::detail::int_in(e[e.size() - 2], 0, (1LL << 53) - 1) ||
                 !protocol::detail::int_in(e[e.size() - 1], 0, 1)) {
                 r = error_reply("tally: malformed reply to a script (sentinel)");
                 return;
             }
-            const long long ep = e[e.size() - 3].integer, cnt = e[e.size() - 2].integer;
+            const long long cnt = e[e.size() - 2].integer;
             const bool detected = e[e.size() - 1].integer == 1;
-            e.resize(e.size() - 3);
+            e.resize(e.size() - 2);
             if (cluster) return;
             std::lock_guard<std::mutex> lock(mu);
-            if (ep != n.seen.epoch) n.seen = Seen{ep, cnt};
-            else n.seen.count = std::max(n.seen.count, cnt);
+            // After a loss the count starts again: take the new one as is.
+            n.seen.count = detected ? cnt : std::max(n.seen.count, cnt);
             if (detected) {
                 lost.fetch_add(1, std::memory_order_relaxed);
                 error = "state lost on " + n.where +
@@ -977,6 +978,7 @@ class Client {
         const std::size_t hw = std::max<std::size_t>(1, std::thread::hardware_concurrency());
         s_->pool = s_->opt.pool_size != 0 ? s_->opt.pool_size : std::min<std::size_t>(hw, 8);
         s_->sentinel = s_->opt.key_prefix + "!sentinel";
+        s_->lost_key = s_->opt.key_prefix + "!lost";
     }
 
     std::unique_ptr<Shared> s_;

@@ -67,11 +67,11 @@ inline const std::string& script_source(Script s) {
 /// One script invocation: EVALSHA <sha of script> <num_keys> <args...>
 /// (the first num_keys args are the keys). Every script also takes the
 /// lost-state guard (scripts.hpp, lua_prelude): Client adds it on the wire,
-/// as one more key after the call's keys (the sentinel; none on a cluster)
-/// and three more arguments at the end ("1" or "0" for the sentinel, then
-/// the epoch and count the client last saw, "0" "0" when none), and strips
-/// the three integers it appends to every array reply. Another client
-/// runs a Call the same way (without a sentinel: "0" "0" "0").
+/// as two more keys after the call's keys (the sentinel counter and the
+/// lost-at key; none on a cluster) and two more arguments at the end ("1"
+/// or "0" for the sentinel, then the highest count seen, "0" when none), and
+/// strips the two integers the script appends to every array reply. Another
+/// client runs a Call the same way (without a sentinel: "0" "0").
 struct Call {
     Script script = Script::gcra;
     std::size_t num_keys = 0;

@@ -92,46 +92,46 @@ local function ttl(ms)
   if ms > 99999999999999 then ms = 99999999999999 end
   return ms
 end
--- Lost-state guard. The last three ARGV are G ('1': KEYS ends with the
--- sentinel), the sentinel epoch and count the client last saw (0 0: none).
--- The sentinel "t1:<epoch>:<count>:<lost_at>" has no TTL; every call counts
--- up. Gone (with an epoch seen), another epoch, or a count below the one
--- seen: the state was lost, lost_at = now. Then, for a key's time to full
--- replenishment after lost_at, a key found missing starts spent. Every array
--- reply ends with epoch, count, detected (0 0 0 without a sentinel).
-local NA = #ARGV - 3
+-- Lost-state guard. The last two ARGV are G ('1': KEYS ends with the
+-- sentinel counter and the lost-at key) and the highest count the client has
+-- seen (0: none). The counter has no TTL and counts the calls; INCR returning
+-- at most the count seen means state was lost (gone: restart without
+-- persistence, FLUSHALL; behind: a restore or a failover that missed writes).
+-- Then lost-at = now (no TTL), and for a key's time to full replenishment
+-- after it, a key found missing starts spent. Every array reply ends with
+-- count, detected (0 0 without a sentinel).
+local NA = #ARGV - 2
 local G = ARGV[NA + 1] == '1'
 local NK = #KEYS
-if G then NK = NK - 1 end
-local T, lost_at, gep, gcnt, gdet = 0, 0, 0, 0, 0
+if G then NK = NK - 2 end
+local T, lost_at, gcnt, gdet = 0, nil, 0, 0
 local function guard()
   if not G then return end
-  T = now_us()
-  local ee, ec = tonumber(ARGV[NA + 2]), tonumber(ARGV[NA + 3])
-  local sk = KEYS[#KEYS]
-  local sv = redis.pcall('GET', sk)
-  local found = false
-  if type(sv) == 'string' then
-    local a, b, c = string.match(sv, '^t1:(%d+):(%d+):(%d+)$')
-    if a then
-      gep, gcnt, lost_at = tonumber(a), tonumber(b), tonumber(c)
-      found = true
-    end
+  local ec = tonumber(ARGV[NA + 2])
+  local c = redis.pcall('INCR', KEYS[#KEYS - 1])
+  if type(c) ~= 'number' then
+    redis.call('SET', KEYS[#KEYS - 1], '1')
+    c = 1
   end
-  if not found then
-    gep, gcnt, lost_at = T, 0, 0
-    if ee > 0 then
-      lost_at = T
-      gdet = 1
-    end
-  elseif ee > 0 and (gep ~= ee or gcnt < ec) then
+  gcnt = c
+  if ec > 0 and c <= ec then
+    T = now_us()
     lost_at = T
     gdet = 1
+    redis.call('SET', KEYS[#KEYS], fmt(T))
   end
-  gcnt = gcnt + 1
-  redis.call('SET', sk, 't1:' .. fmt(gep) .. ':' .. fmt(gcnt) .. ':' .. fmt(lost_at))
 end
-local function lost_within(horizon_us) return lost_at > 0 and T < lost_at + horizon_us end
+-- True within horizon_us after a detected loss (read only for missing keys).
+local function lost_within(horizon_us)
+  if not G then return false end
+  if not lost_at then
+    local v = redis.pcall('GET', KEYS[#KEYS])
+    lost_at = (type(v) == 'string' and tonumber(v)) or 0
+  end
+  if lost_at == 0 then return false end
+  if T == 0 then T = now_us() end
+  return T < lost_at + horizon_us
+end
 -- The GCRA state of a spent key at index (h, l): TAT = index + cap.
 local function spent(h, l, cap)
   local xh, xl = h, l + cap
@@ -145,9 +145,8 @@ local function spent(h, l, cap)
 end
 local function seal(out)
   local n = #out
-  out[n + 1] = gep
-  out[n + 2] = gcnt
-  out[n + 3] = gdet
+  out[n + 1] = gcnt
+  out[n + 2] = gdet
   return out
 end
 )lua";
@@ -174,7 +173,10 @@ local server = mode == 's' or mode == 'l'
 local lease = mode == 'l' or mode == 'k'
 local u = 0
 guard()
-if server then u = T > 0 and T or now_us() end
+if server then
+  u = now_us()
+  T = u
+end
 -- A lease first hands back `rn` unused tokens of this process's previous
 -- lease, and only while the stored TAT is still the one that lease wrote:
 -- then no charge made since depends on them, and lowering the TAT by rn is
@@ -311,7 +313,8 @@ local x, y, ms, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), 
 local u, nh, nl = 0, x, y
 guard()
 if ARGV[1] == 'S' then
-  u = T > 0 and T or now_us()
+  u = now_us()
+  T = u
   nh, nl, lead = index_now(u, x, y)
 end
 local m = NK
@@ -451,7 +454,8 @@ local x, y, g, skew = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), t
 local u, b, e = 0, x, y
 guard()
 if ARGV[1] == 's' then
-  u = T > 0 and T or now_us()
+  u = now_us()
+  T = u
   local r = math.fmod(u, y)
   local rx = r * x
   local f = math.fmod(rx, y)
