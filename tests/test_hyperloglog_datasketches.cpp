@@ -406,3 +406,104 @@ TEST_CASE("DataSketches: hash mode conventions and merging", "[hyperloglog][data
     CHECK(std::equal(back.registers().begin(), back.registers().end(), t.registers().begin()));
     CHECK(back.estimate() == Catch::Approx(t.estimate()).epsilon(1e-12));
 }
+
+namespace {
+
+// The coupons of a LIST or SET image, read here from the layout (LIST: count
+// at byte 6, coupons from byte 8; SET: count at bytes 8..11, coupons from
+// byte 12; updatable images hold a table with empty slots = 0).
+std::vector<std::uint32_t> coupons_of(std::span<const std::byte> b) {
+    auto u32 = [&](std::size_t at) {
+        std::uint32_t v = 0;
+        for (int i = 3; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint32_t>(b[at + static_cast<std::size_t>(i)]);
+        return v;
+    };
+    const bool list = (std::to_integer<int>(b[7]) & 3) == 0;
+    const std::size_t start = list ? 8 : 12;
+    std::vector<std::uint32_t> out;
+    for (std::size_t at = start; at + 4 <= b.size(); at += 4)
+        if (u32(at) != 0) out.push_back(u32(at));
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// One coupon per address (the largest value), as a set.
+std::vector<std::uint32_t> per_address(std::vector<std::uint32_t> c) {
+    std::sort(c.begin(), c.end(), [](std::uint32_t a, std::uint32_t b) {
+        return (a & 0x3ffffff) != (b & 0x3ffffff) ? (a & 0x3ffffff) < (b & 0x3ffffff) : a < b;
+    });
+    std::vector<std::uint32_t> out;
+    for (const std::uint32_t x : c) {
+        if (!out.empty() && (out.back() & 0x3ffffff) == (x & 0x3ffffff))
+            out.back() = x;
+        else
+            out.push_back(x);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
+// coupons.bin holds 596 LIST and SET images that DataSketches C++ (master,
+// commit c2288858) wrote: hll_sketch(lg_k, HLL_8) for lg_k 4..18 updated with
+// the integers (uint64_t) or their decimal strings 0 .. n-1, n in {1, 2, 3, 5,
+// 7, 8, 10, 20, ..., 10000} while DataSketches keeps coupons; compact images
+// for n <= 1000 (and integers at 3000 and 10000), updatable ones for n <= 100.
+// coupons.txt: name, mode, offset, size, DataSketches' get_estimate().
+TEST_CASE("HyperLogLog: DataSketches LIST/SET images keep their coupons and DataSketches' estimate",
+          "[hyperloglog][datasketches][sparse]") {
+    const std::vector<std::byte> blob = read_fixture("coupons.bin");
+    std::ifstream index(fixture_dir() + "coupons.txt");
+    REQUIRE(index.good());
+    std::string name, mode;
+    std::size_t offset = 0, size = 0;
+    double ds_estimate = 0;
+    std::size_t images = 0, sets = 0;
+    double worst = 0;
+    while (index >> name >> mode >> offset >> size >> ds_estimate) {
+        INFO(name);
+        REQUIRE(offset + size <= blob.size());
+        const std::span<const std::byte> image(blob.data() + offset, size);
+        const HyperLogLog h = HyperLogLog::from_datasketches(image);
+        CHECK(h.sparse());
+        CHECK(h.estimator() == tally::HllEstimator::linear_counting);
+        const double rel = std::fabs(h.estimate() - ds_estimate) / ds_estimate;
+        worst = std::max(worst, rel);
+        CHECK(rel <= 0.0005);
+        // The coupons come back out, in the mode DataSketches used.
+        const auto exported = h.to_datasketches();
+        CHECK((std::to_integer<int>(exported[7]) & 3) == (mode == "LIST" ? 0 : 1));
+        CHECK(coupons_of(exported) == per_address(coupons_of(image)));
+        const HyperLogLog back = HyperLogLog::from_datasketches(exported);
+        CHECK(back.estimate() == h.estimate());
+        CHECK(back == h);
+        ++images;
+        sets += mode == "SET";
+    }
+    CHECK(images == 596);
+    CHECK(sets > 250);
+    INFO("worst relative difference " << worst);
+    CHECK(worst < 0.0001);
+}
+
+TEST_CASE("HyperLogLog: to_datasketches of a sparse sketch follows DataSketches' LIST/SET sizes",
+          "[hyperloglog][datasketches][sparse]") {
+    for (int lg_k : {4, 7, 8, 12}) {
+        HyperLogLog h(lg_k, Mode::datasketches);
+        for (int i = 0; h.sparse() && i < 100000; ++i) {
+            h.add(std::uint64_t(i));
+            if (!h.sparse()) break;
+            const auto img = h.to_datasketches();
+            const int m = std::to_integer<int>(img[7]) & 3;
+            const auto n = static_cast<std::size_t>(i + 1);  // distinct items (no address collisions here)
+            INFO("lg_k " << lg_k << " coupons " << n);
+            if (m != 2) CHECK(coupons_of(img).size() == n);
+            // LIST up to 7 coupons; SET (lg_k >= 8) up to 3/4 of 2^(lg_k - 3); then HLL.
+            if (n <= 7) CHECK(m == 0);
+            else if (lg_k >= 8 && 4 * n <= 3 * (std::size_t{1} << (lg_k - 3))) CHECK(m == 1);
+            else CHECK(m == 2);
+            CHECK(HyperLogLog::from_datasketches(img) == h);
+        }
+    }
+}
