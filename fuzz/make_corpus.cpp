@@ -141,6 +141,22 @@ int main(int argc, char** argv) {
         put("tdigest", "filled", t.serialize());
     }
     {
+        // KllSketch: tally frames (fuzz_kll) and DataSketches images (fuzz_kll_datasketches)
+        tally::KllSketch<double> d(8, 1);
+        put("kll", "empty_double", d.serialize());
+        put("kll_datasketches", "empty", d.to_datasketches());
+        d.add(2.5);
+        put("kll", "single_double", d.serialize());
+        put("kll_datasketches", "single_double", d.to_datasketches());
+        for (int i = 0; i < 300; ++i) d.add(static_cast<double>(i % 37));
+        put("kll", "filled_double", d.serialize());
+        put("kll_datasketches", "filled_double", d.to_datasketches());
+        tally::KllSketch<float> f(16, 2);
+        for (int i = 0; i < 200; ++i) f.add(static_cast<float>(i) / 3);
+        put("kll", "filled_float", f.serialize());
+        put("kll_datasketches", "filled_float", f.to_datasketches());
+    }
+    {
         // Windowed: tag byte (0 HLL, 1 CountMin, 2 TDigest, 3 TopK, 4 Bloom, 5 Reservoir), then the frame.
         auto fill = [](auto w, auto add) {
             for (std::uint64_t t = 0; t < 9000; t += 150) add(w, t, t);

@@ -162,7 +162,7 @@ class KllSketch {
     [[nodiscard]] bool is_estimation_mode() const noexcept { return num_levels_ > 1; }
     /// Object, item buffer and sorted view bytes.
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        return sizeof(*this) + std::size_t{cap_} * sizeof(T) + view_.items_.capacity() * sizeof(T) +
+        return sizeof(*this) + std::size_t{cap_ - base_} * sizeof(T) + view_.items_.capacity() * sizeof(T) +
                view_.cum_.capacity() * sizeof(std::uint64_t);
     }
 
@@ -209,13 +209,14 @@ class KllSketch {
 
     detail::KllCapacities caps_;
     detail::KllLevels levels_{};
-    std::unique_ptr<T[]> items_;
+    std::unique_ptr<T[]> items_;  ///< logical slots [base_, cap_): slot i at items_[i - base_]
     std::uint64_t n_ = 0;
     std::uint64_t seed_;
     std::uint64_t rng_;
     T min_ = std::numeric_limits<T>::infinity();
     T max_ = -std::numeric_limits<T>::infinity();
     std::uint32_t cap_ = 0;
+    std::uint32_t base_ = 0;  ///< a decoded sketch allocates only its items; the first add allocates the rest
     std::uint16_t k_;
     std::uint16_t min_k_;
     std::uint32_t num_levels_ = 1;
@@ -255,10 +256,11 @@ KllSketch<T>::KllSketch(std::uint16_t k, std::uint64_t seed) : caps_(k < smalles
 template <class T>
 KllSketch<T>::KllSketch(const KllSketch& o)
     : caps_(o.caps_), levels_(o.levels_), n_(o.n_), seed_(o.seed_), rng_(o.rng_), min_(o.min_), max_(o.max_),
-      cap_(o.cap_), k_(o.k_), min_k_(o.min_k_), num_levels_(o.num_levels_), sorted0_(o.sorted0_) {
+      cap_(o.cap_), base_(o.base_), k_(o.k_), min_k_(o.min_k_), num_levels_(o.num_levels_), sorted0_(o.sorted0_) {
     if (o.items_) {
-        items_.reset(new T[cap_]);
-        std::copy(o.items_.get() + levels_[0], o.items_.get() + cap_, items_.get() + levels_[0]);
+        items_.reset(new T[cap_ - base_]);
+        std::copy(o.items_.get() + (levels_[0] - base_), o.items_.get() + (cap_ - base_),
+                  items_.get() + (levels_[0] - base_));
     }
 }
 
@@ -274,7 +276,7 @@ KllSketch<T>& KllSketch<T>::operator=(const KllSketch& o) {
 template <class T>
 KllSketch<T>::KllSketch(KllSketch&& o) noexcept
     : caps_(o.caps_), levels_(o.levels_), items_(std::move(o.items_)), n_(o.n_), seed_(o.seed_), rng_(o.rng_),
-      min_(o.min_), max_(o.max_), cap_(o.cap_), k_(o.k_), min_k_(o.min_k_), num_levels_(o.num_levels_),
+      min_(o.min_), max_(o.max_), cap_(o.cap_), base_(o.base_), k_(o.k_), min_k_(o.min_k_), num_levels_(o.num_levels_),
       sorted0_(o.sorted0_), view_ok_(o.view_ok_), view_(std::move(o.view_)) {
     o.reset_empty();
 }
@@ -291,6 +293,7 @@ KllSketch<T>& KllSketch<T>::operator=(KllSketch&& o) noexcept {
         min_ = o.min_;
         max_ = o.max_;
         cap_ = o.cap_;
+        base_ = o.base_;
         k_ = o.k_;
         min_k_ = o.min_k_;
         num_levels_ = o.num_levels_;
@@ -311,6 +314,7 @@ void KllSketch<T>::reset_empty() noexcept {
     min_ = std::numeric_limits<T>::infinity();
     max_ = -std::numeric_limits<T>::infinity();
     cap_ = 0;
+    base_ = 0;
     min_k_ = k_;
     num_levels_ = 1;
     sorted0_ = false;
@@ -329,9 +333,9 @@ void KllSketch<T>::clear() noexcept {
 template <class T>
 TALLY_ALWAYS_INLINE bool KllSketch<T>::try_add(T x) noexcept {
     if (TALLY_UNLIKELY(x != x)) return false;
-    if (TALLY_UNLIKELY(levels_[0] == 0) && !make_room()) return false;
+    if (TALLY_UNLIKELY(levels_[0] == base_) && !make_room()) return false;
     x += T(0);  // -0 -> +0
-    items_[--levels_[0]] = x;
+    items_[--levels_[0] - base_] = x;
     min_ = x < min_ ? x : min_;
     max_ = max_ < x ? x : max_;
     ++n_;
@@ -348,6 +352,14 @@ bool KllSketch<T>::make_room() noexcept {
         cap_ = k_;
         levels_[0] = levels_[1] = k_;
         num_levels_ = 1;
+        return true;
+    }
+    if (base_ != 0) {  // decoded: allocate the free space now
+        std::unique_ptr<T[]> buf(new (std::nothrow) T[cap_]);
+        if (!buf) return false;
+        std::copy(items_.get(), items_.get() + (cap_ - base_), buf.get() + base_);
+        items_ = std::move(buf);
+        base_ = 0;
         return true;
     }
     // the buffer is full: compact the lowest level at or over its capacity
@@ -391,21 +403,23 @@ KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
     // level 0: both level 0s, unsorted; above: the two sorted runs merged
     T* w = work.get();
     const std::uint32_t s0 = level_size(0), o0 = other.level_size(0);
-    if (s0) std::copy(items_.get() + levels_[0], items_.get() + levels_[1], w);
-    std::copy(other.items_.get() + other.levels_[0], other.items_.get() + other.levels_[1], w + s0);
+    const auto self_at = [&](std::uint32_t i) { return items_.get() + (i - base_); };
+    const auto other_at = [&](std::uint32_t i) { return other.items_.get() + (i - other.base_); };
+    if (s0) std::copy(self_at(levels_[0]), self_at(levels_[1]), w);
+    std::copy(other_at(other.levels_[0]), other_at(other.levels_[1]), w + s0);
     in[0] = 0;
     in[1] = s0 + o0;
     for (std::uint32_t h = 1; h < prov; ++h) {
         const std::uint32_t a = level_size(h), b = other.level_size(h);
-        const T* pa = a ? items_.get() + levels_[h] : nullptr;
-        const T* pb = b ? other.items_.get() + other.levels_[h] : nullptr;
+        const T* pa = a ? self_at(levels_[h]) : nullptr;
+        const T* pb = b ? other_at(other.levels_[h]) : nullptr;
         detail::kll_merge_into(pa, a, pb, b, w + in[h]);
         in[h + 1] = in[h] + a + b;
     }
     const detail::KllCompressResult r =
         detail::kll_general_compress(caps_, prov, w, in.data(), out.data(), false, [this] { return bit(); });
     std::unique_ptr<T[]> buf;
-    if (r.capacity != cap_ || !items_) buf.reset(new T[r.capacity]);
+    if (r.capacity != cap_ || !items_ || base_ != 0) buf.reset(new T[r.capacity]);
     // nothing below throws
     if (buf) items_ = std::move(buf);
     const std::uint32_t bottom = r.capacity - r.num_items;
@@ -414,6 +428,7 @@ KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
     for (std::uint32_t h = 0; h <= r.num_levels; ++h) levels_[h] = out[h] - out[0] + bottom;
     num_levels_ = r.num_levels;
     cap_ = r.capacity;
+    base_ = 0;
     n_ = final_n;
     min_ = std::min(min_, other.min_);
     max_ = std::max(max_, other.max_);
@@ -434,12 +449,12 @@ void KllSketch<T>::build_view() const {
     const auto by_item = [](const std::pair<T, std::uint64_t>& a, const std::pair<T, std::uint64_t>& b) {
         return a.first < b.first;
     };
-    for (std::uint32_t i = levels_[0]; i < levels_[1]; ++i) cur.emplace_back(items_[i], 1);
+    for (std::uint32_t i = levels_[0]; i < levels_[1]; ++i) cur.emplace_back(items_[i - base_], 1);
     if (!sorted0_) std::sort(cur.begin(), cur.end(), by_item);
     for (std::uint32_t h = 1; h < num_levels_; ++h) {
         if (levels_[h] == levels_[h + 1]) continue;
         const std::size_t before = cur.size();
-        for (std::uint32_t i = levels_[h]; i < levels_[h + 1]; ++i) cur.emplace_back(items_[i], std::uint64_t{1} << h);
+        for (std::uint32_t i = levels_[h]; i < levels_[h + 1]; ++i) cur.emplace_back(items_[i - base_], std::uint64_t{1} << h);
         if (before == 0) continue;
         tmp.clear();
         std::merge(cur.begin(), cur.begin() + static_cast<std::ptrdiff_t>(before),
@@ -578,7 +593,7 @@ std::vector<std::byte> KllSketch<T>::serialize() const {
         put_item(w, min_);
         put_item(w, max_);
         for (std::uint32_t h = 0; h < num_levels_; ++h) w.u32(level_size(h));
-        for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i]);
+        for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i - base_]);
     }
     return w.take();
 }
@@ -608,14 +623,16 @@ KllSketch<T> KllSketch<T>::build(const char* who, std::uint16_t k, std::uint16_t
     if (min != min || max != max || !(min <= max)) fail("min and max items are NaN or out of order");
     KllSketch s(k, seed);
     s.rng_ = state;
-    s.items_.reset(new T[capacity]);
-    for (std::uint32_t i = levels[0]; i < capacity; ++i) {
+    // only the items are allocated (the free space below them comes with the first add)
+    s.items_.reset(new T[m]);
+    s.base_ = levels[0];
+    for (std::uint32_t i = 0; i < m; ++i) {
         const T x = get_item(r);
         if (!(x >= min && x <= max)) fail("an item is NaN or outside [min, max]");
         s.items_[i] = x;
     }
     for (std::uint32_t h = (sorted0 ? 0 : 1); h < nl; ++h)
-        if (!std::is_sorted(s.items_.get() + levels[h], s.items_.get() + levels[h + 1]))
+        if (!std::is_sorted(s.items_.get() + (levels[h] - levels[0]), s.items_.get() + (levels[h + 1] - levels[0])))
             fail("level " + std::to_string(h) + " is not sorted");
     s.levels_ = levels;
     s.cap_ = capacity;
@@ -647,11 +664,12 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
     const std::uint64_t seed = r.u64();
     const std::uint64_t state = r.u64();
     if (n == 0) {
-        if (nl != 1 || k < smallest_k || mk != k || flags != 0)
-            detail::throw_format_error(std::string(who) + ": an empty sketch has one level, min k = k >= 8, no flags");
+        if (nl != 1 || k < smallest_k || mk != k)
+            detail::throw_format_error(std::string(who) + ": an empty sketch has one level and min k = k >= 8");
         r.expect_end();
         KllSketch s(k, seed);
         s.rng_ = state;
+        s.sorted0_ = (flags & 1) != 0;
         return s;
     }
     const T min = get_item(r);
@@ -697,7 +715,7 @@ std::vector<std::byte> KllSketch<T>::to_datasketches() const {
         put_item(w, min_);
         put_item(w, max_);
     }
-    for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i]);
+    for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i - base_]);
     return w.take();
 }
 
@@ -714,7 +732,7 @@ KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, s
     const std::uint8_t flags = r.u8();
     const std::uint16_t k = r.u16();
     const std::uint8_t m = r.u8();
-    r.u8();  // unused
+    if (r.u8() != 0) fail("byte 7 (unused) is not zero");
     if (fam != detail::kll_ds_family) fail("family id " + std::to_string(fam) + " is not KLL (15)");
     if (ver != detail::kll_ds_serial_v1 && ver != detail::kll_ds_serial_v2)
         fail("serial version " + std::to_string(ver) + " is not 1 or 2");
@@ -730,8 +748,10 @@ KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, s
     if (pre != want_pre)
         fail("preamble ints " + std::to_string(pre) + " where " + std::to_string(want_pre) + " is required");
     if (is_empty) {
-        r.expect_end();
-        return KllSketch(k, seed);
+        if (r.remaining() != 0) fail("an empty image has 8 bytes");
+        KllSketch s(k, seed);
+        s.sorted0_ = sorted0;
+        return s;
     }
     detail::KllLevels levels{};
     if (single) {
@@ -748,7 +768,7 @@ KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, s
     const std::uint64_t n = r.u64();
     const std::uint16_t mk = r.u16();
     const std::uint32_t nl = r.u8();
-    r.u8();  // unused
+    if (r.u8() != 0) fail("byte 19 (unused) is not zero");
     if (nl < 1 || nl > detail::kll_max_levels_for(n)) fail("level count " + std::to_string(nl) + " is out of range for n = " + std::to_string(n));
     for (std::uint32_t h = 0; h < nl; ++h) levels[h] = r.u32();
     levels[nl] = detail::KllCapacities(k).total(nl);
