@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "catch.hpp"
@@ -496,4 +497,40 @@ TEST_CASE("ThetaSketch: Windowed<ThetaSketch> counts the distinct items of the w
     CHECK(w.view(4100).estimate() == 400);
     const auto bytes = w.serialize();
     CHECK(decltype(w)::deserialize(bytes).view(4100).estimate() == 400);
+}
+
+TEST_CASE("ThetaSketch: set operations agree whatever form the inputs are in", "[theta]") {
+    // Sketches fed by add are hash tables; decoded ones and results are sorted.
+    for (const int lg : {5, 9}) {
+        const ThetaSketch a = of_range(lg, 0, 30000), b = of_range(lg, 20000, 45000), c = of_range(lg, 100, 200);
+        const ThetaSketch forms_a[2] = {a, ThetaSketch::deserialize(a.serialize())};
+        const ThetaSketch forms_b[2] = {b, ThetaSketch::from_datasketches(b.to_datasketches(), lg)};
+        // Same hashes, theta and emptiness (total differs: decoded DataSketches bytes carry none).
+        const auto key = [](const ThetaSketch& s) { return std::make_tuple(s.hashes(), s.theta64(), s.empty()); };
+        const auto want_u = key(tally::theta_union(a, b));
+        const auto want_x = key(tally::theta_intersection(a, b));
+        const auto want_d = key(tally::theta_a_not_b(a, b));
+        const auto want_e = key(tally::theta_a_not_b(b, a));
+        for (const auto& fa : forms_a) {
+            for (const auto& fb : forms_b) {
+                CHECK(key(tally::theta_union(fa, fb)) == want_u);
+                CHECK(key(tally::theta_intersection(fa, fb)) == want_x);
+                CHECK(tally::theta_intersection(fb, fa).hashes() == tally::theta_intersection(b, a).hashes());
+                CHECK(key(tally::theta_a_not_b(fa, fb)) == want_d);
+                CHECK(key(tally::theta_a_not_b(fb, fa)) == want_e);
+                const ThetaSketch three[3] = {fa, fb, c};
+                CHECK(tally::theta_intersection(std::span<const ThetaSketch>(three)).hashes() ==
+                      tally::theta_intersection(tally::theta_intersection(a, b), c).hashes());
+            }
+        }
+        // A sorted sketch keeps counting once an add keeps a hash.
+        ThetaSketch d = ThetaSketch::deserialize(a.serialize());
+        ThetaSketch t = a;
+        for (std::uint64_t i = 50000; i < 90000; ++i) {
+            d.add(i);
+            t.add(i);
+        }
+        CHECK(d.hashes() == t.hashes());
+        CHECK(d.theta64() == t.theta64());
+    }
 }

@@ -23,6 +23,10 @@
 
 TALLY_BEGIN_NAMESPACE
 
+namespace detail {
+struct ThetaAccess;
+}
+
 /// A theta sketch: the distinct-count sketch of the theta sketch framework
 /// (Dasgupta, Lang, Rhodes, Thaler, "A Framework for Estimating Stream
 /// Expression Cardinalities", ICDT 2016), as Apache DataSketches' update
@@ -117,7 +121,7 @@ class ThetaSketch {
     /// Back to a new sketch of the same lg_k.
     void clear() noexcept;
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        return sizeof(*this) + slots_.capacity() * sizeof(std::uint64_t);
+        return sizeof(*this) + (slots_.capacity() + sorted_.capacity()) * sizeof(std::uint64_t);
     }
 
     /// The tally frame (Family::theta, version 1); layout after the class.
@@ -137,10 +141,11 @@ class ThetaSketch {
     [[nodiscard]] static ThetaSketch from_datasketches(std::span<const std::byte> bytes, int lg_k = default_lg_k);
 
   private:
-    friend struct ThetaAccess;
+    friend struct detail::ThetaAccess;
     void offer(std::uint64_t h) noexcept;
     void insert(std::uint64_t h) noexcept;
     void grow_or_rebuild() noexcept;
+    void expand() noexcept;
     void assign_hashes(const std::uint64_t* h, std::size_t n, std::uint64_t theta);
 
     std::uint64_t theta_ = max_theta;
@@ -150,7 +155,11 @@ class ThetaSketch {
     std::uint8_t lg_k_ = default_lg_k;
     std::uint8_t lg_size_ = 0;
     bool nonempty_ = false;  // counted something before (total_ may be 0: DataSketches images, set operations)
+    // Two forms: compact (slots_ empty, sorted_ ascending) for new sketches,
+    // set-operation results and decoded bytes; a hash table (slots_, sorted_
+    // empty) from the first hash an add keeps.
     std::vector<std::uint64_t> slots_;
+    std::vector<std::uint64_t> sorted_;
 };
 
 /// The union of two sketches: theta = min(theta_a, theta_b), the distinct
@@ -189,9 +198,6 @@ class ThetaSketch {
 inline ThetaSketch::ThetaSketch(int lg_k) {
     detail::check_range("tally::ThetaSketch", "lg_k", lg_k, min_lg_k, max_lg_k);
     lg_k_ = static_cast<std::uint8_t>(lg_k);
-    lg_size_ = static_cast<std::uint8_t>(detail::theta_start_lg_size(lg_k));
-    capacity_ = detail::theta_capacity(lg_size_, lg_k);
-    slots_.assign(std::size_t{1} << lg_size_, 0);
 }
 
 template <class T>
@@ -214,6 +220,7 @@ TALLY_ALWAYS_INLINE void ThetaSketch::offer(std::uint64_t h) noexcept {
 }
 
 TALLY_DETAIL_THETA_NOINLINE inline void ThetaSketch::insert(std::uint64_t h) noexcept {
+    if (slots_.empty()) expand();
     const std::size_t i = detail::theta_probe(slots_.data(), slots_.size() - 1, h);
     if (slots_[i] == h) return;
     slots_[i] = h;
@@ -248,6 +255,14 @@ inline void ThetaSketch::grow_or_rebuild() noexcept {
     count_ = static_cast<std::uint32_t>(k);
 }
 
+// From the compact form to a table (allocation failure terminates, as for
+// any add that must grow its table).
+inline void ThetaSketch::expand() noexcept {
+    std::vector<std::uint64_t> h;
+    h.swap(sorted_);
+    assign_hashes(h.data(), h.size(), theta_);
+}
+
 // Replaces the retained hashes by h[0..n) (distinct, each in [1, theta)),
 // with a table sized for them as the update sketch would have grown it.
 inline void ThetaSketch::assign_hashes(const std::uint64_t* h, std::size_t n, std::uint64_t theta) {
@@ -280,6 +295,7 @@ inline double ThetaSketch::upper_bound(int num_std_devs) const {
 }
 
 inline std::vector<std::uint64_t> ThetaSketch::hashes() const {
+    if (slots_.empty()) return sorted_;
     std::vector<std::uint64_t> out;
     out.reserve(count_);
     for (const std::uint64_t v : slots_)
@@ -289,36 +305,58 @@ inline std::vector<std::uint64_t> ThetaSketch::hashes() const {
 }
 
 inline bool ThetaSketch::contains_hash(std::uint64_t h) const noexcept {
+    if (slots_.empty()) return std::binary_search(sorted_.begin(), sorted_.end(), h);
     return h != 0 && detail::theta_table_contains(slots_, h);
 }
 
 inline void ThetaSketch::clear() noexcept {
-    // The starting table is never larger than the current one: no allocation.
     theta_ = max_theta;
     total_ = 0;
     count_ = 0;
     nonempty_ = false;
-    lg_size_ = static_cast<std::uint8_t>(detail::theta_start_lg_size(lg_k_));
-    capacity_ = detail::theta_capacity(lg_size_, lg_k_);
-    slots_.resize(std::size_t{1} << lg_size_);
-    std::fill(slots_.begin(), slots_.end(), 0);
+    slots_ = {};
+    sorted_ = {};
 }
+
+namespace detail {
 
 /// Builds set-operation results (friend of ThetaSketch).
 struct ThetaAccess {
+    // A result of hashes h[0..n) (distinct, below theta): compact when they
+    // are ascending, else a table.
     static ThetaSketch make(int lg_k, bool empty, std::uint64_t theta, const std::uint64_t* h, std::size_t n,
-                            std::uint64_t total) {
+                            std::uint64_t total, bool ascending) {
         ThetaSketch s(lg_k);
         if (empty) return s;
         s.nonempty_ = true;
         s.total_ = total;
-        s.assign_hashes(h, n, theta);
+        if (ascending) {
+            s.sorted_.assign(h, h + n);
+            s.count_ = static_cast<std::uint32_t>(n);
+            s.theta_ = theta;
+        } else {
+            s.assign_hashes(h, n, theta);
+        }
         return s;
     }
+    static bool compact(const ThetaSketch& s) noexcept { return s.slots_.empty(); }
     static const std::vector<std::uint64_t>& slots(const ThetaSketch& s) noexcept { return s.slots_; }
+    static const std::vector<std::uint64_t>& sorted(const ThetaSketch& s) noexcept { return s.sorted_; }
+    // Room gather_below may need.
+    static std::size_t room(const ThetaSketch& s) noexcept { return compact(s) ? s.sorted_.size() : s.slots_.size(); }
+    // Appends s's hashes below theta to out[n...]; returns the new n.
+    static std::size_t gather_below(const ThetaSketch& s, std::uint64_t theta, std::uint64_t* out, std::size_t n) {
+        if (!compact(s)) return detail::theta_gather_below(s.slots_, theta, out, n);
+        const auto end = std::lower_bound(s.sorted_.begin(), s.sorted_.end(), theta);
+        std::copy(s.sorted_.begin(), end, out + n);
+        return n + static_cast<std::size_t>(end - s.sorted_.begin());
+    }
+    // The hashes of a compact sketch below theta: [begin, end).
+    static std::span<const std::uint64_t> sorted_below(const ThetaSketch& s, std::uint64_t theta) noexcept {
+        const auto end = std::lower_bound(s.sorted_.begin(), s.sorted_.end(), theta);
+        return {s.sorted_.data(), static_cast<std::size_t>(end - s.sorted_.begin())};
+    }
 };
-
-namespace detail {
 
 template <class Get>
 ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
@@ -336,20 +374,20 @@ ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
         if (s.empty()) continue;
         any = true;
         theta = std::min(theta, s.theta64());
-        room += ThetaAccess::slots(s).size();
+        room += ThetaAccess::room(s);
     }
     if (lg_k == 0) lg_k = max_lg;
     detail::check_range("tally::theta_union", "lg_k", lg_k, ThetaSketch::min_lg_k, ThetaSketch::max_lg_k);
-    if (!any) return ThetaAccess::make(lg_k, true, theta_max, nullptr, 0, total);
+    if (!any) return ThetaAccess::make(lg_k, true, theta_max, nullptr, 0, total, true);
     std::vector<std::uint64_t> pool(room);
     std::size_t n = 0;
     for (std::size_t i = 0; i < m; ++i) {
         const ThetaSketch& s = get(i);
-        if (!s.empty()) n = theta_gather_below(ThetaAccess::slots(s), theta, pool.data(), n);
+        if (!s.empty()) n = ThetaAccess::gather_below(s, theta, pool.data(), n);
     }
     std::vector<std::uint64_t> kept;
     const std::uint64_t new_theta = theta_select_smallest(pool, n, theta, std::size_t{1} << lg_k, kept);
-    return ThetaAccess::make(lg_k, false, new_theta, kept.data(), kept.size(), total);
+    return ThetaAccess::make(lg_k, false, new_theta, kept.data(), kept.size(), total, true);
 }
 
 template <class Get>
@@ -365,21 +403,38 @@ ThetaSketch theta_intersection_of(std::size_t m, Get get) {
         if (s.retained() < get(smallest).retained()) smallest = i;
     }
     const ThetaSketch& first = get(0);
-    if (any_empty) return ThetaAccess::make(first.lg_k(), true, theta_max, nullptr, 0, 0);
-    const auto& probe_slots = ThetaAccess::slots(get(smallest));
-    std::vector<std::uint64_t> kept(probe_slots.size());
+    if (any_empty) return ThetaAccess::make(first.lg_k(), true, theta_max, nullptr, 0, 0, true);
+    const ThetaSketch& it = get(smallest);
+    std::vector<std::uint64_t> kept(ThetaAccess::room(it));
     std::size_t n = 0;
-    const std::uint64_t limit = theta - 1;
-    for (const std::uint64_t v : probe_slots) {
-        if (v - 1 >= limit) continue;
-        bool all = true;
-        for (std::size_t i = 0; i < m && all; ++i)
-            if (i != smallest) all = theta_table_contains(ThetaAccess::slots(get(i)), v);
-        kept[n] = v;
-        n += all ? 1 : 0;
+    const bool ascending = ThetaAccess::compact(it);
+    if (m == 2 && ascending && ThetaAccess::compact(get(1 - smallest))) {
+        // Two sorted runs: a branch-free merge.
+        const auto x = ThetaAccess::sorted_below(it, theta);
+        const auto y = ThetaAccess::sorted_below(get(1 - smallest), theta);
+        n = theta_merge_sorted<false>(x.data(), x.size(), y.data(), y.size(), kept.data());
+    } else {
+        const auto probe = [&](const ThetaSketch& s, std::uint64_t v) {
+            return ThetaAccess::compact(s) ? std::binary_search(ThetaAccess::sorted(s).begin(), ThetaAccess::sorted(s).end(), v)
+                                           : theta_table_contains(ThetaAccess::slots(s), v);
+        };
+        const auto visit = [&](std::uint64_t v) {
+            bool all = true;
+            for (std::size_t i = 0; i < m && all; ++i)
+                if (i != smallest) all = probe(get(i), v);
+            kept[n] = v;
+            n += all ? 1 : 0;
+        };
+        if (ascending) {
+            for (const std::uint64_t v : ThetaAccess::sorted_below(it, theta)) visit(v);
+        } else {
+            const std::uint64_t limit = theta - 1;
+            for (const std::uint64_t v : ThetaAccess::slots(it))
+                if (v - 1 < limit) visit(v);
+        }
     }
     const bool empty = n == 0 && theta == theta_max;
-    return ThetaAccess::make(first.lg_k(), empty, theta, kept.data(), n, first.total());
+    return ThetaAccess::make(first.lg_k(), empty, theta, kept.data(), n, first.total(), ascending);
 }
 
 }  // namespace detail
@@ -432,22 +487,37 @@ inline ThetaSketch theta_intersection(const ThetaSketch& a, const ThetaSketch& b
 inline ThetaSketch theta_a_not_b(const ThetaSketch& a, const ThetaSketch& b) {
     if (a.empty() || b.empty()) return a;
     const std::uint64_t theta = std::min(a.theta64(), b.theta64());
-    const auto& sa = ThetaAccess::slots(a);
-    const auto& sb = ThetaAccess::slots(b);
-    std::vector<std::uint64_t> kept(sa.size());
+    std::vector<std::uint64_t> kept(detail::ThetaAccess::room(a));
     std::size_t n = 0;
-    const std::uint64_t limit = theta - 1;
+    const bool ascending = detail::ThetaAccess::compact(a);
     if (b.retained() == 0) {
-        n = detail::theta_gather_below(sa, theta, kept.data(), 0);
+        n = detail::ThetaAccess::gather_below(a, theta, kept.data(), 0);
+    } else if (ascending && detail::ThetaAccess::compact(b)) {
+        // Two sorted runs: a branch-free merge keeps what only `a` has.
+        const auto x = detail::ThetaAccess::sorted_below(a, theta);
+        const auto y = detail::ThetaAccess::sorted_below(b, theta);
+        n = detail::theta_merge_sorted<true>(x.data(), x.size(), y.data(), y.size(), kept.data());
     } else {
-        for (const std::uint64_t v : sa) {
-            if (v - 1 >= limit) continue;
-            kept[n] = v;
-            n += detail::theta_table_contains(sb, v) ? 0 : 1;
+        const auto in_b = [&](std::uint64_t v) {
+            return detail::ThetaAccess::compact(b) ? std::binary_search(detail::ThetaAccess::sorted(b).begin(), detail::ThetaAccess::sorted(b).end(), v)
+                                           : detail::theta_table_contains(detail::ThetaAccess::slots(b), v);
+        };
+        if (ascending) {
+            for (const std::uint64_t v : detail::ThetaAccess::sorted_below(a, theta)) {
+                kept[n] = v;
+                n += in_b(v) ? 0 : 1;
+            }
+        } else {
+            const std::uint64_t limit = theta - 1;
+            for (const std::uint64_t v : detail::ThetaAccess::slots(a)) {
+                if (v - 1 >= limit) continue;
+                kept[n] = v;
+                n += in_b(v) ? 0 : 1;
+            }
         }
     }
     const bool empty = n == 0 && theta == ThetaSketch::max_theta;
-    return ThetaAccess::make(a.lg_k(), empty, theta, kept.data(), n, a.total());
+    return detail::ThetaAccess::make(a.lg_k(), empty, theta, kept.data(), n, a.total(), ascending);
 }
 
 // ---- bytes -----------------------------------------------------------------
@@ -493,12 +563,7 @@ inline ThetaSketch ThetaSketch::deserialize(std::span<const std::byte> bytes) {
         v = prev;
     }
     r.expect_end();
-    ThetaSketch s(lg_k);
-    if (flags == 0) return s;
-    s.nonempty_ = true;
-    s.total_ = total;
-    s.assign_hashes(h.data(), h.size(), theta);
-    return s;
+    return detail::ThetaAccess::make(lg_k, flags == 0, theta, h.data(), h.size(), total, true);
 }
 
 inline std::vector<std::byte> ThetaSketch::to_datasketches(bool compressed) const {
@@ -511,11 +576,7 @@ inline ThetaSketch ThetaSketch::from_datasketches(std::span<const std::byte> byt
     while (lg_k < max_lg_k && img.hashes.size() > detail::theta_capacity(lg_k + 1, lg_k)) ++lg_k;
     if (img.hashes.size() > detail::theta_capacity(lg_k + 1, lg_k))
         detail::ds_theta_fail(std::to_string(img.hashes.size()) + " hashes exceed what lg_k 26 holds");
-    ThetaSketch s(lg_k);
-    if (img.empty) return s;
-    s.nonempty_ = true;
-    s.assign_hashes(img.hashes.data(), img.hashes.size(), img.theta);
-    return s;
+    return detail::ThetaAccess::make(lg_k, img.empty, img.theta, img.hashes.data(), img.hashes.size(), 0, true);
 }
 
 TALLY_END_NAMESPACE

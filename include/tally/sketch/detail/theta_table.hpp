@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../detail/primitives.hpp"
+
 #if defined(__GNUC__) || defined(__clang__)
 #define TALLY_DETAIL_THETA_NOINLINE __attribute__((noinline))
 #else
@@ -124,6 +126,56 @@ inline std::uint64_t theta_select_smallest(std::vector<std::uint64_t>& pool, std
         }
     }
     return theta;
+}
+
+
+/// The difference x \ y (Difference) or the intersection of two ascending
+/// runs of distinct hashes, written ascending to out (room for x's size);
+/// returns the count. The value range is cut into `lanes` parts merged in one
+/// loop, so the merge steps of different lanes overlap instead of waiting on
+/// each other's loads.
+template <bool Difference, int lanes = 2>
+std::size_t theta_merge_sorted(const std::uint64_t* x, std::size_t nx, const std::uint64_t* y, std::size_t ny,
+                               std::uint64_t* out) noexcept {
+    const std::uint64_t* xs[lanes + 1];
+    const std::uint64_t* ys[lanes + 1];
+    const std::uint64_t top = std::max(nx ? x[nx - 1] : 0, ny ? y[ny - 1] : 0) + 1;
+    for (int l = 0; l <= lanes; ++l) {
+        const std::uint64_t v = l == lanes ? top : static_cast<std::uint64_t>((static_cast<uint128>(top) * l) / lanes);
+        xs[l] = std::lower_bound(x, x + nx, v);
+        ys[l] = std::lower_bound(y, y + ny, v);
+    }
+    const std::uint64_t* xi[lanes];
+    const std::uint64_t* yi[lanes];
+    std::uint64_t* o[lanes];
+    for (int l = 0; l < lanes; ++l) {
+        xi[l] = xs[l];
+        yi[l] = ys[l];
+        o[l] = out + (xs[l] - x);  // a lane writes at most its own share of x
+    }
+    const auto step = [&](int l) {
+        const std::uint64_t u = *xi[l], v = *yi[l];
+        *o[l] = u;
+        o[l] += Difference ? (u < v ? 1 : 0) : (u == v ? 1 : 0);
+        xi[l] += u <= v ? 1 : 0;
+        yi[l] += v <= u ? 1 : 0;
+    };
+    for (;;) {
+        bool all = true;
+        for (int l = 0; l < lanes; ++l) all &= (xi[l] != xs[l + 1]) & (yi[l] != ys[l + 1]);
+        if (!all) break;
+        for (int l = 0; l < lanes; ++l) step(l);
+    }
+    std::uint64_t* w = out;
+    for (int l = 0; l < lanes; ++l) {
+        while (xi[l] != xs[l + 1] && yi[l] != ys[l + 1]) step(l);
+        if (Difference)
+            while (xi[l] != xs[l + 1]) *o[l]++ = *xi[l]++;
+        // Lanes are in value order: move lane l's output down behind the previous ones.
+        std::uint64_t* begin = out + (xs[l] - x);
+        w = std::copy(begin, o[l], w);
+    }
+    return static_cast<std::size_t>(w - out);
 }
 
 }  // namespace detail
