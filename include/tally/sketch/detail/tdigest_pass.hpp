@@ -8,7 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <vector>
+
+#include "../../core/platform.hpp"
+#include "tdigest_sort.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {
@@ -20,52 +25,105 @@ namespace detail {
 /// they are merged with their neighbours, as continuous data is.
 inline constexpr double tdigest_point_mass_fraction = 1.0 / 16;
 
-/// Reads a sorted stream of (mean, weight) items as runs of equal means:
-/// take(m, w, raw) yields the next item and returns whether more follow (the
-/// stream is never empty); raw says the item is one value (an add), not a
-/// centroid of a previous pass. f(mean, weight, pure) gets each run; a run is
-/// pure (certainly one value) when it is raw or has two or more items (a
-/// point mass of a previous pass has two).
-template <class Take, class F>
-void tdigest_runs(Take&& take, F&& f) noexcept {
-    double rm = 0, rw = 0;
-    bool raw = false;
-    bool more = take(rm, rw, raw);
-    bool pure = raw;
-    for (;;) {
-        double m = 0, w = 0;
-        bool next_raw = false, have_next = false;
-        while (more) {
-            more = take(m, w, next_raw);
-            if (m != rm) {
-                have_next = true;
-                break;
-            }
-            rw += w;
-            pure = true;
-        }
-        f(rm, rw, pure);
-        if (!have_next) return;
-        rm = m;
-        rw = w;
-        pure = next_raw;
+/// The input of a merge pass: three sorted streams read in (mean, weight)
+/// order, centroids of the digest, records (weighted values of add, or
+/// centroids of a merge) and unit-weight values as sort keys. A callable
+/// take(m, w, pw) for tdigest_pass; copy it for each pass.
+template <class C>
+struct TDigestStream {
+    const C* c;
+    const C* c_end;
+    const C* b;
+    const C* b_end;
+    const std::uint64_t* u;
+    const std::uint64_t* u_end;
+    double um;         // the value of *u, +inf at the end
+    bool records_raw;  // the records are values of add, not centroids
+
+    TDigestStream(const C* cs, std::size_t nc, const C* rs, std::size_t nr, const std::uint64_t* keys,
+                  std::size_t nk, bool raw) noexcept
+        : c(cs), c_end(cs + nc), b(rs), b_end(rs + nr), u(keys), u_end(keys + nk), records_raw(raw) {
+        um = u != u_end ? tdigest_unkey(*u) : std::numeric_limits<double>::infinity();
     }
+
+    /// The usual case, centroids and unit-weight values only.
+    struct Plain {
+        const C* c;
+        const C* c_end;
+        const std::uint64_t* u;
+        const std::uint64_t* u_end;
+        double um;
+        bool operator()(double& m, double& w, double& pw) noexcept {
+            if (u != u_end && (c == c_end || um < c->mean || (um == c->mean && 1.0 < c->weight))) {
+                m = um;
+                w = 1;
+                pw = 1;
+                ++u;
+                um = u != u_end ? tdigest_unkey(*u) : std::numeric_limits<double>::infinity();
+            } else {
+                m = c->mean;
+                w = c->weight;
+                pw = 0;
+                ++c;
+            }
+            return u != u_end || c != c_end;
+        }
+    };
+    Plain without_records() const noexcept { return Plain{c, c_end, u, u_end, um}; }
+
+    bool operator()(double& m, double& w, double& pw) noexcept {
+        const bool from_b = b != b_end && (c == c_end || tdigest_less(*b, *c));
+        const C* r = from_b ? b : (c != c_end ? c : nullptr);
+        if (u != u_end && (r == nullptr || um < r->mean || (um == r->mean && 1.0 < r->weight))) {
+            m = um;
+            w = 1;
+            pw = 1;
+            ++u;
+            um = u != u_end ? tdigest_unkey(*u) : std::numeric_limits<double>::infinity();
+        } else {
+            m = r->mean;
+            w = r->weight;
+            pw = from_b && records_raw ? w : 0;
+            if (from_b)
+                ++b;
+            else
+                ++c;
+        }
+        return u != u_end || b != b_end || c != c_end;
+    }
+};
+
+/// The fraction of the weight of centroids cs[0, k) (sorted by mean) that
+/// sits in point masses (two or more centroids of equal mean); 0 when k = 0.
+template <class C>
+double tdigest_point_mass_fraction_of(const C* cs, std::size_t k) noexcept {
+    double all = 0, in_masses = 0;
+    for (std::size_t i = 0; i < k;) {
+        double w = cs[i].weight;
+        std::size_t j = i + 1;
+        while (j < k && cs[j].mean == cs[i].mean) w += cs[j++].weight;
+        all += w;
+        if (j - i > 1) in_masses += w;
+        i = j;
+    }
+    return all > 0 ? in_masses / all : 0.0;
 }
 
-/// The total weight of the runs that become point masses: pure runs heavier
-/// than 1 for which heavy(weight before the run, weight) holds.
-template <class Heavy, class Take>
-double tdigest_point_mass_weight(const Heavy& heavy, Take&& take) noexcept {
-    double pos = 0, sum = 0;
-    tdigest_runs(take, [&](double, double w, bool pure) {
-        if (w > 1 && pure && heavy(pos, w)) sum += w;
-        pos += w;
-    });
-    return sum;
+/// Appends the centroid of the items from `base` to `last` (weight cw, acc
+/// the weighted sum of their distances from base), its mean kept within them.
+template <class C>
+void tdigest_emit(std::vector<C>& out, double base, double last, double acc, double cw) noexcept {
+    double m = base + acc / cw;
+    if (!std::isfinite(m)) m = base / 2 + last / 2;
+    out.push_back(C{std::min(std::max(m, base), last), cw});
 }
 
-/// One greedy pass over a sorted stream (see tdigest_runs), appending the
-/// centroids to `out`.
+/// One greedy pass over a sorted stream of (mean, weight) items, appending
+/// the centroids to `out`. take(m, w, pw) yields the next item and returns
+/// whether more follow (the stream is never empty); pw is w when the item is
+/// one value (an add), 0 for a centroid of a previous pass. Items of equal mean
+/// form a run; a run is pure (certainly one value) when it is raw or has two
+/// or more items (a point mass of a previous pass has two).
 ///
 /// A pure run heavier than 1 for which heavy(weight before the run, weight)
 /// holds is written as two centroids of equal mean and half its weight each,
@@ -73,24 +131,28 @@ double tdigest_point_mass_weight(const Heavy& heavy, Take&& take) noexcept {
 /// while its weight stays within limit(weight of the closed centroids), the
 /// k-size limit of Dunning & Ertl, counted over the weight that is not in
 /// point masses; a centroid's mean is kept within its items' range.
-template <class C, class Limit, class Heavy, class Take>
-void tdigest_pass(std::vector<C>& out, const Limit& limit, const Heavy& heavy, Take&& take) noexcept {
-    double base = 0, last = 0, acc = 0, cw = 0, closed = 0, pos = 0;
-    double wmax = limit(0.0);
-    auto close = [&] {
-        double m = base + acc / cw;
-        if (!std::isfinite(m)) m = base / 2 + last / 2;
-        out.push_back(C{std::min(std::max(m, base), last), cw});
-        closed += cw;
-        wmax = limit(closed);
-        cw = 0;
-    };
-    tdigest_runs(take, [&](double m, double w, bool pure) {
-        if (w > 1 && pure && heavy(pos, w)) {
+template <class C, class Limit, class Heavy>
+struct TDigestPass {
+    std::vector<C>& out;
+    const Limit& limit;
+    const Heavy& heavy;
+    // the open centroid (empty when cw = 0, with base the next run's mean)
+    double base, last, acc = 0, cw = 0;
+    double closed = 0, in_masses = 0;  // weight of the closed centroids, of the point masses
+    double wmax = 0;
+
+    /// Takes the run (m, w), of which pw is known to be one value (w when
+    /// pure, else 0); next is the mean of the run after it.
+    TALLY_ALWAYS_INLINE void run(double m, double w, double pw, double next) noexcept {
+        if (pw > 1 && heavy(closed + cw + in_masses, w)) [[unlikely]] {
             if (cw > 0) close();
             out.push_back(C{m, w / 2});
             out.push_back(C{m, w / 2});
-        } else if (cw > 0 && closed + cw + w <= wmax) {
+            in_masses += w;
+            base = last = next;
+            acc = 0;
+            cw = 0;
+        } else if (closed + cw + w <= wmax) {
             acc += (m - base) * w;
             cw += w;
             last = m;
@@ -100,9 +162,37 @@ void tdigest_pass(std::vector<C>& out, const Limit& limit, const Heavy& heavy, T
             acc = 0;
             cw = w;
         }
-        pos += w;
-    });
-    if (cw > 0) close();
+    }
+    TALLY_ALWAYS_INLINE void close() noexcept {
+        double m = base + acc / cw;
+        if (!std::isfinite(m)) m = base / 2 + last / 2;
+        out.push_back(C{std::min(std::max(m, base), last), cw});
+        closed += cw;
+        wmax = limit(closed);
+    }
+};
+
+template <class C, class Limit, class Heavy, class Take>
+void tdigest_pass(std::vector<C>& out, const Limit& limit, const Heavy& heavy, Take take) noexcept {
+    double rm = 0, rw = 0, rpw = 0;  // the current run; rpw = rw when it is pure, else 0
+    bool more = take(rm, rw, rpw);
+    TDigestPass<C, Limit, Heavy> pass{out, limit, heavy, rm, rm};
+    pass.wmax = limit(0.0);
+    while (more) {
+        double m, w, pw;
+        more = take(m, w, pw);
+        if (m == rm) [[unlikely]] {
+            rw += w;
+            rpw = rw;  // two or more items: pure
+            continue;
+        }
+        pass.run(rm, rw, rpw, m);
+        rm = m;
+        rw = w;
+        rpw = pw;
+    }
+    pass.run(rm, rw, rpw, rm);
+    if (pass.cw > 0) pass.close();
 }
 
 /// The interpolated quantile function of centroids cs[0, k) (sorted by mean,
