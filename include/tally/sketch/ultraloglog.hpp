@@ -107,20 +107,19 @@ class UltraLogLog {
     /// the top p bits, update value = leading zeros of the rest (at most
     /// 64 - p), as hash4j's UltraLogLog.add(long). Any value is valid.
     TALLY_ALWAYS_INLINE void add_hash(std::uint64_t hash) noexcept {
-        total_ += total_ != ~std::uint64_t{0};
+        ++total_;
         if (TALLY_UNLIKELY(regs_.empty())) allocate();
         const auto index = static_cast<std::size_t>(hash >> (64 - p_));
-        const int bit = std::countl_zero((hash << p_) | low_bits_) + p_ - 1;
+        // Bit p - 1 caps the count at 64 - p (the low p bits are shifted-in zeros).
+        const int bit = std::countl_zero((hash << p_) | (std::uint64_t{1} << (p_ - 1))) + p_ - 1;
         std::uint8_t& reg = regs_[index];
         const std::uint8_t old = reg;
-        // Most updates fall more than two positions below the register's top
-        // bit, outside its window: nothing changes.
-        if (static_cast<int>(old >> 2) > bit + 2) return;
+        // Most updates fall at or below the register's top position, where
+        // it changes only for an unset bit h - 1 or h - 2.
+        if (TALLY_LIKELY(((detail::ull_unchanged_by[old] >> bit) & 1) != 0)) return;
         const std::uint8_t now = detail::ull_pack(detail::ull_unpack(old) | (std::uint64_t{1} << bit));
-        if (now != old) {
-            reg = now;
-            changed(old, now);
-        }
+        reg = now;
+        changed(old, now);
     }
 
     /// Back to the empty sketch (martingale estimator, total() 0), keeping
@@ -214,7 +213,7 @@ class UltraLogLog {
 
     /// True when no register is set.
     [[nodiscard]] bool empty() const noexcept { return !any_; }
-    /// Number of add/add_hash calls, summed over merges (saturating); 0 for from_state.
+    /// Number of add/add_hash calls, summed over merges (saturating there); 0 for from_state.
     [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
         return sizeof(*this) + regs_.capacity() + sparse_.capacity() * sizeof(std::uint32_t);
@@ -613,7 +612,6 @@ class UltraLogLog {
 
     void copy_from(const UltraLogLog& o) {
         p_ = o.p_;
-        low_bits_ = o.low_bits_;
         any_ = o.any_;
         martingale_ = o.martingale_;
         mart_estimate_ = o.mart_estimate_;
@@ -634,7 +632,6 @@ class UltraLogLog {
 
     void move_from(UltraLogLog& o) noexcept {
         p_ = o.p_;
-        low_bits_ = o.low_bits_;
         any_ = o.any_;
         martingale_ = o.martingale_;
         mart_estimate_ = o.mart_estimate_;
@@ -653,7 +650,6 @@ class UltraLogLog {
     }
 
     int p_ = 12;
-    std::uint64_t low_bits_ = (std::uint64_t{1} << p_) - 1;  // forces the NLZ count below 64 - p + 1
     bool any_ = false;  // some register is set
     bool martingale_ = true;
     double mart_estimate_ = 0.0;

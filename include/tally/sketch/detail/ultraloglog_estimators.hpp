@@ -42,6 +42,21 @@ constexpr std::uint8_t ull_pack(std::uint64_t prefix) noexcept {
     return static_cast<std::uint8_t>((h << 2) | ((prefix >> (h - 2)) & 3u));
 }
 
+/// For each register byte, the bit positions whose update leaves it unchanged:
+/// every position below h - 2, h itself, and h - 1 and h - 2 where set (0 for
+/// the empty register). Independent of p; 2 KiB, so the add path tests one bit.
+inline constexpr std::array<std::uint64_t, 256> ull_unchanged_by = [] {
+    std::array<std::uint64_t, 256> t{};
+    for (unsigned r = 8; r < 256; ++r) {
+        const unsigned h = r >> 2;
+        std::uint64_t mask = ((std::uint64_t{1} << (h - 2)) - 1) | (std::uint64_t{1} << h);
+        if ((r & 2) != 0) mask |= std::uint64_t{1} << (h - 1);
+        if ((r & 1) != 0) mask |= std::uint64_t{1} << (h - 2);
+        t[r] = mask;
+    }
+    return t;
+}();
+
 /// True when `r` can occur in a sketch of precision p: 0, or h in [p - 1, 63]
 /// with no bit below position p - 1.
 constexpr bool ull_valid_register(std::uint8_t r, int p) noexcept {
