@@ -103,6 +103,21 @@ template <class T>
 inline void kll_merge_into(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny, T* out) noexcept {
     const T* ex = x + nx;
     const T* ey = y + ny;
+    if (nx > 1 && ny > 1) {
+        // the next item of both runs is loaded before the compare decides
+        // which one is needed, so the loop's chain is compare-select, not
+        // compare-advance-load
+        T a = *x, b = *y;
+        while (x + 1 < ex && y + 1 < ey) {
+            const T a1 = x[1], b1 = y[1];
+            const bool take_y = b < a;
+            *out++ = take_y ? b : a;
+            y += take_y;
+            x += !take_y;
+            a = take_y ? a : a1;
+            b = take_y ? b1 : b;
+        }
+    }
     while (x != ex && y != ey) {
         const T a = *x;
         const T b = *y;
@@ -209,6 +224,18 @@ inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_
     const T* pb = buf + b;
     const T* const eb = pb + nb;
     T* out = buf + a + na;
+    if (na > 8 && nb > 8) {  // longer runs: as kll_merge_into
+        T xa = *pa, xb = *pb;
+        while (pa + 1 < ea && pb + 1 < eb) {
+            const T a1 = pa[1], b1 = pb[1];
+            const bool take_a = xa < xb;
+            *out++ = take_a ? xa : xb;
+            pa += take_a;
+            pb += !take_a;
+            xa = take_a ? a1 : xa;
+            xb = take_a ? xb : b1;
+        }
+    }
     while (pa != ea && pb != eb) {
         const T xa = *pa;
         const T xb = *pb;
