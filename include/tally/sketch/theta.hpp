@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../core/platform.hpp"
@@ -339,6 +340,20 @@ struct ThetaAccess {
         }
         return s;
     }
+    // The same from a vector whose first n hashes are the result, moved in.
+    static ThetaSketch make(int lg_k, bool empty, std::uint64_t theta, std::vector<std::uint64_t>&& h, std::size_t n,
+                            std::uint64_t total, bool ascending) {
+        if (!ascending || empty) return make(lg_k, empty, theta, h.data(), n, total, ascending);
+        ThetaSketch s(lg_k);
+        s.nonempty_ = true;
+        s.total_ = total;
+        h.resize(n);
+        if (h.capacity() > 2 * n + 64) h.shrink_to_fit();
+        s.sorted_ = std::move(h);
+        s.count_ = static_cast<std::uint32_t>(n);
+        s.theta_ = theta;
+        return s;
+    }
     static bool compact(const ThetaSketch& s) noexcept { return s.slots_.empty(); }
     static const std::vector<std::uint64_t>& slots(const ThetaSketch& s) noexcept { return s.slots_; }
     static const std::vector<std::uint64_t>& sorted(const ThetaSketch& s) noexcept { return s.sorted_; }
@@ -387,7 +402,8 @@ ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
     }
     std::vector<std::uint64_t> kept;
     const std::uint64_t new_theta = theta_select_smallest(pool, n, theta, std::size_t{1} << lg_k, kept);
-    return ThetaAccess::make(lg_k, false, new_theta, kept.data(), kept.size(), total, true);
+    const std::size_t kn = kept.size();
+    return ThetaAccess::make(lg_k, false, new_theta, std::move(kept), kn, total, true);
 }
 
 template <class Get>
@@ -434,7 +450,7 @@ ThetaSketch theta_intersection_of(std::size_t m, Get get) {
         }
     }
     const bool empty = n == 0 && theta == theta_max;
-    return ThetaAccess::make(first.lg_k(), empty, theta, kept.data(), n, first.total(), ascending);
+    return ThetaAccess::make(first.lg_k(), empty, theta, std::move(kept), n, first.total(), ascending);
 }
 
 }  // namespace detail
@@ -517,7 +533,7 @@ inline ThetaSketch theta_a_not_b(const ThetaSketch& a, const ThetaSketch& b) {
         }
     }
     const bool empty = n == 0 && theta == ThetaSketch::max_theta;
-    return detail::ThetaAccess::make(a.lg_k(), empty, theta, kept.data(), n, a.total(), ascending);
+    return detail::ThetaAccess::make(a.lg_k(), empty, theta, std::move(kept), n, a.total(), ascending);
 }
 
 // ---- bytes -----------------------------------------------------------------
@@ -563,7 +579,8 @@ inline ThetaSketch ThetaSketch::deserialize(std::span<const std::byte> bytes) {
         v = prev;
     }
     r.expect_end();
-    return detail::ThetaAccess::make(lg_k, flags == 0, theta, h.data(), h.size(), total, true);
+    const std::size_t n = h.size();
+    return detail::ThetaAccess::make(lg_k, flags == 0, theta, std::move(h), n, total, true);
 }
 
 inline std::vector<std::byte> ThetaSketch::to_datasketches(bool compressed) const {
@@ -576,7 +593,8 @@ inline ThetaSketch ThetaSketch::from_datasketches(std::span<const std::byte> byt
     while (lg_k < max_lg_k && img.hashes.size() > detail::theta_capacity(lg_k + 1, lg_k)) ++lg_k;
     if (img.hashes.size() > detail::theta_capacity(lg_k + 1, lg_k))
         detail::ds_theta_fail(std::to_string(img.hashes.size()) + " hashes exceed what lg_k 26 holds");
-    return detail::ThetaAccess::make(lg_k, img.empty, img.theta, img.hashes.data(), img.hashes.size(), 0, true);
+    const std::size_t n = img.hashes.size();
+    return detail::ThetaAccess::make(lg_k, img.empty, img.theta, std::move(img.hashes), n, 0, true);
 }
 
 TALLY_END_NAMESPACE
