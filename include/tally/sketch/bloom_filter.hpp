@@ -76,35 +76,7 @@ class BloomFilter {
     /// keys is at most `fpp`. Throws std::invalid_argument for
     /// expected_items == 0, fpp outside (0, 1), or a size over 2^46 bytes
     /// (checked on the block count before any size is multiplied out).
-    BloomFilter(std::size_t expected_items, double fpp, Seed seed = Seed{})
-        : seed_(seed.value), expected_items_(expected_items), fpp_(fpp) {
-        detail::check_range("tally::BloomFilter::BloomFilter", "expected_items", expected_items, std::size_t{1},
-                            std::numeric_limits<std::size_t>::max());
-        detail::check_range("tally::BloomFilter::BloomFilter", "fpp", fpp, 0.0, 1.0, detail::Bounds::open);
-        const std::uint64_t max_blocks = detail::bloom_max_bytes / BlockBytes;
-        // Fewest blocks wins; among equals (small filters), the lowest rate.
-        const double n = static_cast<double>(expected_items);
-        std::uint64_t best_blocks = 0;
-        std::uint32_t best_k = 0;
-        double best_fpr = 1.0;
-        for (std::uint32_t k = 1; k <= block_bits / 32; k *= 2) {
-            const std::uint64_t b = detail::bloom_blocks_for(n, fpp, static_cast<double>(block_bits), k, max_blocks);
-            if (b == 0 || (best_blocks != 0 && b > best_blocks)) continue;
-            const double fpr =
-                detail::bloom_blocked_fpr(n / static_cast<double>(b), static_cast<double>(block_bits / k), k);
-            if (best_blocks == 0 || b < best_blocks || fpr < best_fpr) {
-                best_blocks = b;
-                best_k = k;
-                best_fpr = fpr;
-            }
-        }
-        if (best_blocks == 0)
-            detail::throw_invalid_argument("tally::BloomFilter::BloomFilter: expected_items " +
-                                           std::to_string(expected_items) + " at fpp " + detail::format_number(fpp) +
-                                           " needs more than " + std::to_string(detail::bloom_max_bytes) +
-                                           " bytes (the maximum)");
-        init(static_cast<std::size_t>(best_blocks), best_k);
-    }
+    BloomFilter(std::size_t expected_items, double fpp, Seed seed = Seed{});
 
     // ------------------------------------------------------------ hot path
 
@@ -119,26 +91,10 @@ class BloomFilter {
     [[nodiscard]] bool contains(const T& item) const noexcept { return contains_hash(hash_of(item)); }
 
     /// Inserts a key by its 64-bit hash (all 64 bits should be well mixed).
-    void add_hash(std::uint64_t h) noexcept {
-        ++single_adds_;
-        if constexpr (has_k8_kernel) {
-            if (TALLY_LIKELY(k8_unseeded_)) return add_k8(block_of(h), static_cast<std::uint32_t>(h));
-            return add_block_general(h);
-        }
-        add_block(h);
-    }
+    void add_hash(std::uint64_t h) noexcept;
 
     /// Membership of a key by its 64-bit hash.
-    [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept {
-        if constexpr (has_k8_kernel) {
-            if (TALLY_LIKELY(k8_)) {
-                h = detail::bloom_rehash(h, seed_);
-                return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
-            }
-            return contains_general(h);
-        }
-        return contains_block(h);
-    }
+    [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept;
 
   private:
     // k = 8 in a 32- or 64-byte block (the 1% and 0.1% layouts) on x86-64
@@ -230,85 +186,23 @@ class BloomFilter {
     /// filter is larger than the cache).
     template <std::ranges::input_range R>
         requires Hashable<std::decay_t<std::ranges::range_value_t<R>>>
-    void add_range(R&& items) noexcept {
-        std::uint64_t buf[64];
-        std::size_t n = 0;
-        for (auto&& item : items) {
-            buf[n++] = hash_of(item);
-            if (n == 64) {
-                add_hashes(std::span<const std::uint64_t>(buf, n));
-                n = 0;
-            }
-        }
-        if (n != 0) add_hashes(std::span<const std::uint64_t>(buf, n));
-    }
+    void add_range(R&& items) noexcept;
 
     /// add_hash for every hash, prefetching a few keys ahead so that the
     /// cache misses of a filter larger than the cache overlap (and, on the
     /// AVX2 path, paying the dispatch once per batch instead of once per key).
-    void add_hashes(std::span<const std::uint64_t> hashes) noexcept {
-        const std::size_t n = hashes.size();
-        total_ = detail::sat_add(total_, static_cast<std::uint64_t>(n));
-#if TALLY_BLOOM_AVX2
-        if constexpr (block_bits % 256 == 0)
-            if (TALLY_LIKELY(simd_) && n != 0)
-                return detail::bloom_add_many_avx2<block_bits>(reinterpret_cast<unsigned char*>(blocks_.data()),
-                                                               blocks_.size(), seed_, hashes.data(), n,
-                                                               batch_prefetch_distance(), layout_);
-#endif
-        const std::size_t ahead = batch_prefetch_distance();
-        for (std::size_t i = 0; i < n; ++i) {
-            if (ahead != 0 && i + ahead < n) prefetch_hash(hashes[i + ahead]);
-            add_block(hashes[i]);
-        }
-    }
+    void add_hashes(std::span<const std::uint64_t> hashes) noexcept;
 
     /// out[i] = contains_hash(hashes[i]) for every i, prefetching ahead like
     /// add_hashes. Returns how many were positive. Throws
     /// std::invalid_argument unless out.size() == hashes.size().
-    std::size_t contains_hashes(std::span<const std::uint64_t> hashes, std::span<bool> out) const {
-        if (hashes.size() != out.size())
-            detail::throw_invalid_argument("tally::BloomFilter::contains_hashes: out.size() " +
-                                           std::to_string(out.size()) + " differs from hashes.size() " +
-                                           std::to_string(hashes.size()));
-        const std::size_t n = hashes.size();
-#if TALLY_BLOOM_AVX2
-        if constexpr (block_bits % 256 == 0)
-            if (TALLY_LIKELY(simd_) && n != 0)
-                return detail::bloom_contains_many_avx2<block_bits>(
-                    reinterpret_cast<const unsigned char*>(blocks_.data()), blocks_.size(), seed_, hashes.data(), n,
-                    batch_prefetch_distance(), out.data(), layout_);
-#endif
-        std::size_t positives = 0;
-        const std::size_t ahead = batch_prefetch_distance();
-        for (std::size_t i = 0; i < n; ++i) {
-            if (ahead != 0 && i + ahead < n) prefetch_hash(hashes[i + ahead]);
-            out[i] = contains_block(hashes[i]);
-            positives += out[i] ? 1 : 0;
-        }
-        return positives;
-    }
+    std::size_t contains_hashes(std::span<const std::uint64_t> hashes, std::span<bool> out) const;
 
     // ------------------------------------------------------------ fill
 
     /// The exact probability that a key not in the set tests positive, from
     /// the bits as they are (uniformly random hash assumed). O(m).
-    [[nodiscard]] double estimated_fpp() const noexcept {
-        const std::uint32_t k = layout_.k;
-        const std::uint32_t words_per_lane = static_cast<std::uint32_t>(words_per_block) / k;
-        const double inv_lane = 1.0 / static_cast<double>(block_bits / k);
-        double total = 0;
-        for (const Block& b : blocks_) {
-            double product = 1.0;
-            for (std::uint32_t i = 0; i < k && product != 0.0; ++i) {
-                std::uint32_t set = 0;
-                for (std::uint32_t w = 0; w < words_per_lane; ++w) set += std::popcount(b.w[i * words_per_lane + w]);
-                product *= set * inv_lane;
-            }
-            total += product;
-        }
-        return total / static_cast<double>(blocks_.size());
-    }
+    [[nodiscard]] double estimated_fpp() const noexcept;
 
     /// Estimated number of distinct keys added (Swamidass-Baldi, see the class
     /// comment); +infinity once every bit is set. O(m).
@@ -396,91 +290,17 @@ class BloomFilter {
 
     /// Union. The target keeps its own expected_items and fpp. Throws
     /// std::invalid_argument naming the mismatch (target unchanged).
-    BloomFilter& merge(const BloomFilter& other) {
-        if (blocks_.size() != other.blocks_.size())
-            detail::throw_invalid_argument("tally::BloomFilter::merge: block count " + std::to_string(blocks_.size()) +
-                                           " does not match " + std::to_string(other.blocks_.size()));
-        if (layout_.k != other.layout_.k)
-            detail::throw_invalid_argument("tally::BloomFilter::merge: hash count k " + std::to_string(layout_.k) +
-                                           " does not match " + std::to_string(other.layout_.k));
-        if (seed_ != other.seed_)
-            detail::throw_invalid_argument("tally::BloomFilter::merge: seed " + std::to_string(seed_) +
-                                           " does not match " + std::to_string(other.seed_));
-        for (std::size_t i = 0; i < blocks_.size(); ++i)
-            for (std::size_t w = 0; w < words_per_block; ++w) blocks_[i].w[w] |= other.blocks_[i].w[w];
-        total_ = detail::sat_add(total(), other.total());
-        single_adds_ = 0;
-        return *this;
-    }
+    BloomFilter& merge(const BloomFilter& other);
 
     // ------------------------------------------------------------ wire
 
-    [[nodiscard]] std::vector<std::byte> serialize() const {
-        ByteWriter out(52 + bit_bytes());
-        out.header(Family::bloom_filter, format_version);
-        out.u16(static_cast<std::uint16_t>(BlockBytes));
-        out.u8(static_cast<std::uint8_t>(layout_.k));
-        out.u8(0);
-        out.u64(seed_);
-        out.u64(expected_items_);
-        out.f64(fpp_);
-        out.u64(blocks_.size());
-        out.u64(total());
-        if constexpr (std::endian::native == std::endian::little) {
-            out.bytes(blocks_.data(), bit_bytes());
-        } else {
-            for (const Block& b : blocks_)
-                for (std::uint32_t w : b.w) out.u32(w);
-        }
-        return out.take();
-    }
+    [[nodiscard]] std::vector<std::byte> serialize() const;
 
     /// Throws FormatError for anything but a valid encoding of a
     /// BloomFilter<BlockBytes>; never allocates more than the input holds.
     /// Version 1 bytes (no total) read with total() = the rounded
     /// estimate() of their bits.
-    [[nodiscard]] static BloomFilter deserialize(std::span<const std::byte> bytes) {
-        ByteReader in(bytes);
-        const std::uint8_t version = in.header(Family::bloom_filter, format_version);
-        const std::uint16_t bb = in.u16();
-        if (bb != BlockBytes)
-            detail::throw_format_error("tally: BloomFilter block_bytes " + std::to_string(bb) + " where " +
-                                       std::to_string(BlockBytes) + " was expected");
-        const std::uint8_t k = in.u8();
-        format_check(k >= 1 && k <= block_bits / 32 && (k & (k - 1)) == 0,
-                     "BloomFilter k is not a power of two in [1, block_bits / 32]");
-        format_check(in.u8() == 0, "BloomFilter reserved byte is not zero");
-        const std::uint64_t seed = in.u64();
-        const std::uint64_t expected = in.u64();
-        format_check(expected >= 1 && static_cast<std::uint64_t>(static_cast<std::size_t>(expected)) == expected,
-                     "BloomFilter expected_items is out of range");
-        const double fpp = in.f64();
-        format_check(fpp > 0.0 && fpp < 1.0, "BloomFilter fpp is not in (0, 1)");
-        const std::uint64_t nblocks =
-            in.count(in.u64(), BlockBytes, detail::bloom_max_bytes / BlockBytes, "BloomFilter block");
-        format_check(nblocks >= 1, "BloomFilter block count is zero");
-        const std::uint64_t total = version >= 2 ? in.u64() : 0;
-        in.count(nblocks, BlockBytes, detail::bloom_max_bytes / BlockBytes, "BloomFilter block");
-        BloomFilter f(Raw{}, seed, expected, fpp);
-        f.init(static_cast<std::size_t>(nblocks), k);
-        const auto payload = in.bytes(static_cast<std::size_t>(nblocks) * BlockBytes);
-        if constexpr (std::endian::native == std::endian::little) {
-            std::memcpy(f.blocks_.data(), payload.data(), payload.size());
-        } else {
-            ByteReader words(payload);
-            for (Block& b : f.blocks_)
-                for (std::uint32_t& w : b.w) w = words.u32();
-        }
-        in.expect_end();
-        if (version >= 2) {
-            f.total_ = total;
-        } else if (f.set_bits() != 0) {
-            const double n = std::round(f.estimate());
-            f.total_ = n < 18446744073709551615.0 ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(n))
-                                                  : std::numeric_limits<std::uint64_t>::max();
-        }
-        return f;
-    }
+    [[nodiscard]] static BloomFilter deserialize(std::span<const std::byte> bytes);
 
   private:
     static constexpr std::size_t words_per_block = BlockBytes / 4;
@@ -547,6 +367,219 @@ class BloomFilter {
     bool k8_ = false;           // simd_ and k = 8: the specialised per-key kernel
     bool k8_unseeded_ = false;  // k8_ and seed 0: add_hash's inline kernel
 };
+
+// ---- BloomFilter: member definitions -------------------------------------
+
+template <std::size_t BlockBytes>
+inline BloomFilter<BlockBytes>::BloomFilter(std::size_t expected_items, double fpp, Seed seed) : seed_(seed.value), expected_items_(expected_items), fpp_(fpp) {
+    detail::check_range("tally::BloomFilter::BloomFilter", "expected_items", expected_items, std::size_t{1},
+                        std::numeric_limits<std::size_t>::max());
+    detail::check_range("tally::BloomFilter::BloomFilter", "fpp", fpp, 0.0, 1.0, detail::Bounds::open);
+    const std::uint64_t max_blocks = detail::bloom_max_bytes / BlockBytes;
+    // Fewest blocks wins; among equals (small filters), the lowest rate.
+    const double n = static_cast<double>(expected_items);
+    std::uint64_t best_blocks = 0;
+    std::uint32_t best_k = 0;
+    double best_fpr = 1.0;
+    for (std::uint32_t k = 1; k <= block_bits / 32; k *= 2) {
+        const std::uint64_t b = detail::bloom_blocks_for(n, fpp, static_cast<double>(block_bits), k, max_blocks);
+        if (b == 0 || (best_blocks != 0 && b > best_blocks)) continue;
+        const double fpr =
+            detail::bloom_blocked_fpr(n / static_cast<double>(b), static_cast<double>(block_bits / k), k);
+        if (best_blocks == 0 || b < best_blocks || fpr < best_fpr) {
+            best_blocks = b;
+            best_k = k;
+            best_fpr = fpr;
+        }
+    }
+    if (best_blocks == 0)
+        detail::throw_invalid_argument("tally::BloomFilter::BloomFilter: expected_items " +
+                                       std::to_string(expected_items) + " at fpp " + detail::format_number(fpp) +
+                                       " needs more than " + std::to_string(detail::bloom_max_bytes) +
+                                       " bytes (the maximum)");
+    init(static_cast<std::size_t>(best_blocks), best_k);
+}
+
+template <std::size_t BlockBytes>
+inline void BloomFilter<BlockBytes>::add_hash(std::uint64_t h) noexcept {
+    ++single_adds_;
+    if constexpr (has_k8_kernel) {
+        if (TALLY_LIKELY(k8_unseeded_)) return add_k8(block_of(h), static_cast<std::uint32_t>(h));
+        return add_block_general(h);
+    }
+    add_block(h);
+}
+
+template <std::size_t BlockBytes>
+inline auto BloomFilter<BlockBytes>::contains_hash(std::uint64_t h) const noexcept -> bool {
+    if constexpr (has_k8_kernel) {
+        if (TALLY_LIKELY(k8_)) {
+            h = detail::bloom_rehash(h, seed_);
+            return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
+        }
+        return contains_general(h);
+    }
+    return contains_block(h);
+}
+
+template <std::size_t BlockBytes>
+template <std::ranges::input_range R>
+requires Hashable<std::decay_t<std::ranges::range_value_t<R>>>
+inline void BloomFilter<BlockBytes>::add_range(R&& items) noexcept {
+    std::uint64_t buf[64];
+    std::size_t n = 0;
+    for (auto&& item : items) {
+        buf[n++] = hash_of(item);
+        if (n == 64) {
+            add_hashes(std::span<const std::uint64_t>(buf, n));
+            n = 0;
+        }
+    }
+    if (n != 0) add_hashes(std::span<const std::uint64_t>(buf, n));
+}
+
+template <std::size_t BlockBytes>
+inline void BloomFilter<BlockBytes>::add_hashes(std::span<const std::uint64_t> hashes) noexcept {
+    const std::size_t n = hashes.size();
+    total_ = detail::sat_add(total_, static_cast<std::uint64_t>(n));
+#if TALLY_BLOOM_AVX2
+    if constexpr (block_bits % 256 == 0)
+        if (TALLY_LIKELY(simd_) && n != 0)
+            return detail::bloom_add_many_avx2<block_bits>(reinterpret_cast<unsigned char*>(blocks_.data()),
+                                                           blocks_.size(), seed_, hashes.data(), n,
+                                                           batch_prefetch_distance(), layout_);
+#endif
+    const std::size_t ahead = batch_prefetch_distance();
+    for (std::size_t i = 0; i < n; ++i) {
+        if (ahead != 0 && i + ahead < n) prefetch_hash(hashes[i + ahead]);
+        add_block(hashes[i]);
+    }
+}
+
+template <std::size_t BlockBytes>
+inline auto BloomFilter<BlockBytes>::contains_hashes(std::span<const std::uint64_t> hashes, std::span<bool> out) const -> std::size_t {
+    if (hashes.size() != out.size())
+        detail::throw_invalid_argument("tally::BloomFilter::contains_hashes: out.size() " +
+                                       std::to_string(out.size()) + " differs from hashes.size() " +
+                                       std::to_string(hashes.size()));
+    const std::size_t n = hashes.size();
+#if TALLY_BLOOM_AVX2
+    if constexpr (block_bits % 256 == 0)
+        if (TALLY_LIKELY(simd_) && n != 0)
+            return detail::bloom_contains_many_avx2<block_bits>(
+                reinterpret_cast<const unsigned char*>(blocks_.data()), blocks_.size(), seed_, hashes.data(), n,
+                batch_prefetch_distance(), out.data(), layout_);
+#endif
+    std::size_t positives = 0;
+    const std::size_t ahead = batch_prefetch_distance();
+    for (std::size_t i = 0; i < n; ++i) {
+        if (ahead != 0 && i + ahead < n) prefetch_hash(hashes[i + ahead]);
+        out[i] = contains_block(hashes[i]);
+        positives += out[i] ? 1 : 0;
+    }
+    return positives;
+}
+
+template <std::size_t BlockBytes>
+inline auto BloomFilter<BlockBytes>::estimated_fpp() const noexcept -> double {
+    const std::uint32_t k = layout_.k;
+    const std::uint32_t words_per_lane = static_cast<std::uint32_t>(words_per_block) / k;
+    const double inv_lane = 1.0 / static_cast<double>(block_bits / k);
+    double total = 0;
+    for (const Block& b : blocks_) {
+        double product = 1.0;
+        for (std::uint32_t i = 0; i < k && product != 0.0; ++i) {
+            std::uint32_t set = 0;
+            for (std::uint32_t w = 0; w < words_per_lane; ++w) set += std::popcount(b.w[i * words_per_lane + w]);
+            product *= set * inv_lane;
+        }
+        total += product;
+    }
+    return total / static_cast<double>(blocks_.size());
+}
+
+template <std::size_t BlockBytes>
+inline auto BloomFilter<BlockBytes>::merge(const BloomFilter& other) -> BloomFilter& {
+    if (blocks_.size() != other.blocks_.size())
+        detail::throw_invalid_argument("tally::BloomFilter::merge: block count " + std::to_string(blocks_.size()) +
+                                       " does not match " + std::to_string(other.blocks_.size()));
+    if (layout_.k != other.layout_.k)
+        detail::throw_invalid_argument("tally::BloomFilter::merge: hash count k " + std::to_string(layout_.k) +
+                                       " does not match " + std::to_string(other.layout_.k));
+    if (seed_ != other.seed_)
+        detail::throw_invalid_argument("tally::BloomFilter::merge: seed " + std::to_string(seed_) +
+                                       " does not match " + std::to_string(other.seed_));
+    for (std::size_t i = 0; i < blocks_.size(); ++i)
+        for (std::size_t w = 0; w < words_per_block; ++w) blocks_[i].w[w] |= other.blocks_[i].w[w];
+    total_ = detail::sat_add(total(), other.total());
+    single_adds_ = 0;
+    return *this;
+}
+
+template <std::size_t BlockBytes>
+inline auto BloomFilter<BlockBytes>::serialize() const -> std::vector<std::byte> {
+    ByteWriter out(52 + bit_bytes());
+    out.header(Family::bloom_filter, format_version);
+    out.u16(static_cast<std::uint16_t>(BlockBytes));
+    out.u8(static_cast<std::uint8_t>(layout_.k));
+    out.u8(0);
+    out.u64(seed_);
+    out.u64(expected_items_);
+    out.f64(fpp_);
+    out.u64(blocks_.size());
+    out.u64(total());
+    if constexpr (std::endian::native == std::endian::little) {
+        out.bytes(blocks_.data(), bit_bytes());
+    } else {
+        for (const Block& b : blocks_)
+            for (std::uint32_t w : b.w) out.u32(w);
+    }
+    return out.take();
+}
+
+template <std::size_t BlockBytes>
+inline auto BloomFilter<BlockBytes>::deserialize(std::span<const std::byte> bytes) -> BloomFilter {
+    ByteReader in(bytes);
+    const std::uint8_t version = in.header(Family::bloom_filter, format_version);
+    const std::uint16_t bb = in.u16();
+    if (bb != BlockBytes)
+        detail::throw_format_error("tally: BloomFilter block_bytes " + std::to_string(bb) + " where " +
+                                   std::to_string(BlockBytes) + " was expected");
+    const std::uint8_t k = in.u8();
+    format_check(k >= 1 && k <= block_bits / 32 && (k & (k - 1)) == 0,
+                 "BloomFilter k is not a power of two in [1, block_bits / 32]");
+    format_check(in.u8() == 0, "BloomFilter reserved byte is not zero");
+    const std::uint64_t seed = in.u64();
+    const std::uint64_t expected = in.u64();
+    format_check(expected >= 1 && static_cast<std::uint64_t>(static_cast<std::size_t>(expected)) == expected,
+                 "BloomFilter expected_items is out of range");
+    const double fpp = in.f64();
+    format_check(fpp > 0.0 && fpp < 1.0, "BloomFilter fpp is not in (0, 1)");
+    const std::uint64_t nblocks =
+        in.count(in.u64(), BlockBytes, detail::bloom_max_bytes / BlockBytes, "BloomFilter block");
+    format_check(nblocks >= 1, "BloomFilter block count is zero");
+    const std::uint64_t total = version >= 2 ? in.u64() : 0;
+    in.count(nblocks, BlockBytes, detail::bloom_max_bytes / BlockBytes, "BloomFilter block");
+    BloomFilter f(Raw{}, seed, expected, fpp);
+    f.init(static_cast<std::size_t>(nblocks), k);
+    const auto payload = in.bytes(static_cast<std::size_t>(nblocks) * BlockBytes);
+    if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(f.blocks_.data(), payload.data(), payload.size());
+    } else {
+        ByteReader words(payload);
+        for (Block& b : f.blocks_)
+            for (std::uint32_t& w : b.w) w = words.u32();
+    }
+    in.expect_end();
+    if (version >= 2) {
+        f.total_ = total;
+    } else if (f.set_bits() != 0) {
+        const double n = std::round(f.estimate());
+        f.total_ = n < 18446744073709551615.0 ? std::max<std::uint64_t>(1, static_cast<std::uint64_t>(n))
+                                              : std::numeric_limits<std::uint64_t>::max();
+    }
+    return f;
+}
 
 namespace detail {
 template <std::size_t BlockBytes>

@@ -148,22 +148,7 @@ class SlidingCounter {
 
     /// bucket_ns: width of one bucket in ns, in [1, max_bucket_ns]; a power of
     /// two when Options.pow2_buckets. Throws std::invalid_argument otherwise.
-    explicit SlidingCounter(std::uint64_t bucket_ns) : state_{}, bucket_ns_(bucket_ns), shift_(0) {
-        detail::check_range("tally::SlidingCounter::SlidingCounter", "bucket_ns", bucket_ns, std::uint64_t{1},
-                            max_bucket_ns);
-        if constexpr (Options.pow2_buckets) {
-            if (!std::has_single_bit(bucket_ns))
-                detail::throw_invalid_argument("tally::SlidingCounter::SlidingCounter: bucket_ns " +
-                                               std::to_string(bucket_ns) +
-                                               " is not a power of two (pow2_buckets requires one, e.g. " +
-                                               std::to_string(std::bit_floor(bucket_ns)) + " or " +
-                                               std::to_string(bucket_ns > (max_bucket_ns >> 1)
-                                                                  ? std::bit_floor(bucket_ns)
-                                                                  : std::bit_ceil(bucket_ns)) +
-                                               ")");
-            shift_ = static_cast<unsigned>(std::countr_zero(bucket_ns));
-        }
-    }
+    explicit SlidingCounter(std::uint64_t bucket_ns);
 
     // ---- Single-counter API (operates on the counter's own State) ---------
 
@@ -227,16 +212,7 @@ class SlidingCounter {
     }
 
     /// read(): advance `s` to now_ns, then return the exact estimate parts.
-    [[nodiscard]] SlidingEstimate read(State& s, std::uint64_t now_ns) const noexcept {
-        const std::uint64_t b = bucket_of(now_ns);
-        advance(s, b);
-        const std::uint64_t e = b < s.newest ? 0 : elapsed_of(now_ns, b);
-        const std::size_t p = pos_of(s.newest);
-        const Slot total = total_at(s, p);
-        const Slot oldest = s.slots[next_pos(p)];
-        return SlidingEstimate{static_cast<std::uint64_t>(static_cast<Slot>(total - oldest)), oldest,
-                               bucket_ns_ - e, bucket_ns_};
-    }
+    [[nodiscard]] SlidingEstimate read(State& s, std::uint64_t now_ns) const noexcept;
 
     /// estimate(): read(s, now).value().
     [[nodiscard]] double estimate(State& s, std::uint64_t now_ns) const noexcept { return read(s, now_ns).value(); }
@@ -249,37 +225,13 @@ class SlidingCounter {
 
     /// allow(): admit iff estimate(now) + cost <= limit exactly; if admitted,
     /// charge(s, now, cost). Denied requests change nothing but the roll.
-    bool allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost = 1) const noexcept {
-        const SlidingEstimate est = read(s, now_ns);
-        if (!est.admits(limit, cost)) return false;
-        const std::uint64_t b = bucket_of(now_ns);
-        const std::size_t p = pos_of(s.newest);
-        const Slot total = static_cast<Slot>(est.rest + est.oldest);
-        const Slot c = cost > max_count ? max_count : static_cast<Slot>(cost);
-        // Common case: charge the newest bucket without saturating: one
-        // increment (of the total with running_total, else of the newest slot).
-        if (TALLY_LIKELY(b == s.newest && c <= static_cast<Slot>(max_count - total))) {
-            s.slots[p] = static_cast<Slot>(s.slots[p] + c);
-            return true;
-        }
-        add_at(s, s.newest - b >= Slots ? s.newest : b, c);
-        return true;
-    }
+    bool allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost = 1) const noexcept;
 
     /// is_fresh(): true iff `s` is indistinguishable from State{} for every
     /// operation at times >= now_ns (every count still in the window at now is
     /// zero, and now is not behind s.newest). A keyed table may then drop it;
     /// the same name and meaning as the limiters' is_fresh.
-    [[nodiscard]] bool is_fresh(const State& s, std::uint64_t now_ns) const noexcept {
-        const std::uint64_t b = bucket_of(now_ns);
-        if (b < s.newest) return false;
-        const std::uint64_t d = b - s.newest;
-        if (d >= Slots) return true;
-        const auto c = counts(s);
-        for (std::size_t i = static_cast<std::size_t>(d); i < Slots; ++i)
-            if (c[i] != 0) return false;
-        return true;
-    }
+    [[nodiscard]] bool is_fresh(const State& s, std::uint64_t now_ns) const noexcept;
 
     /// Former name of is_fresh(); will be removed after one release.
 
@@ -287,80 +239,15 @@ class SlidingCounter {
     /// cost) would admit if nothing else is counted meanwhile; 0 if it admits
     /// now; UINT64_MAX if never (cost > limit) or beyond 2^64 - 1. O(Slots).
     [[nodiscard]] std::uint64_t retry_after_ns(const State& s0, std::uint64_t now_ns, std::uint64_t limit,
-                                 std::uint64_t cost = 1) const noexcept {
-        constexpr std::uint64_t never = ~std::uint64_t{0};
-        if (cost > limit) return never;
-        const std::uint64_t room = limit - cost;
-        State s = s0;
-        const std::uint64_t b = bucket_of(now_ns);
-        advance(s, b);
-        const bool behind = b < s.newest;
-        const std::uint64_t e0 = behind ? 0 : elapsed_of(now_ns, b);
-        // Reading behind newest evaluates at the start of the newest bucket.
-        const wide lead = behind ? wide(s.newest) * bucket_ns_ - now_ns : 0;
-        const auto c = counts(s);
-        std::uint64_t rest = 0;
-        for (std::size_t i = 1; i < Slots; ++i) rest += c[i];
-        for (std::size_t j = 0; j <= Slots; ++j) {
-            const std::uint64_t oldest = j < Slots ? c[j] : 0;
-            const std::uint64_t start = j == 0 ? e0 : 0;
-            std::uint64_t at = bucket_ns_;  // not in this bucket
-            if (rest <= room) {
-                if (oldest == 0) {
-                    at = start;
-                } else {
-                    const wide q = wide(room - rest) * bucket_ns_ / oldest;  // need bucket - e <= q
-                    if (q >= bucket_ns_ - start)
-                        at = start;
-                    else if (q >= 1)
-                        at = bucket_ns_ - static_cast<std::uint64_t>(q);
-                }
-            }
-            if (at < bucket_ns_) {
-                if (j == 0 && at == start) return 0;
-                const wide w = lead + wide(j) * bucket_ns_ + at - e0;
-                return w > never ? never : static_cast<std::uint64_t>(w);
-            }
-            if (j + 1 < Slots) rest -= c[j + 1];
-        }
-        return never;  // unreachable: with j == Slots the window is empty
-    }
+                                 std::uint64_t cost = 1) const noexcept;
 
     /// drain_ns(): time from now_ns until the estimate reaches 0 if nothing else
     /// is counted (0 if it is 0 now). Saturates at UINT64_MAX. O(Slots).
-    [[nodiscard]] std::uint64_t drain_ns(const State& s0, std::uint64_t now_ns) const noexcept {
-        State s = s0;
-        const std::uint64_t b = bucket_of(now_ns);
-        advance(s, b);
-        const bool behind = b < s.newest;
-        const std::uint64_t e0 = behind ? 0 : elapsed_of(now_ns, b);
-        const auto c = counts(s);
-        std::size_t k = Slots;  // newest nonzero bucket, oldest-first index
-        for (std::size_t i = Slots; i-- > 0;)
-            if (c[i] != 0) {
-                k = i;
-                break;
-            }
-        if (k == Slots) return 0;
-        // Bucket k is last counted as the oldest of bucket newest + k; gone from the next one.
-        const wide lead = behind ? wide(s.newest) * bucket_ns_ - now_ns : 0;
-        const wide w = lead + wide(k + 1) * bucket_ns_ - e0;
-        return w > ~std::uint64_t{0} ? ~std::uint64_t{0} : static_cast<std::uint64_t>(w);
-    }
+    [[nodiscard]] std::uint64_t drain_ns(const State& s0, std::uint64_t now_ns) const noexcept;
 
     /// counts(): per-bucket counts of `s`, oldest (s.newest - Slots + 1) first,
     /// as of s.newest (not advanced). O(Slots).
-    [[nodiscard]] static std::array<Slot, Slots> counts(const State& s) noexcept {
-        std::array<Slot, Slots> c{};
-        const std::size_t p = pos_of(s.newest);
-        std::size_t q = p;
-        for (std::size_t i = 0; i + 1 < Slots; ++i) {
-            q = next_pos(q);
-            c[i] = s.slots[q];
-        }
-        c[Slots - 1] = newest_count(s, p);
-        return c;
-    }
+    [[nodiscard]] static std::array<Slot, Slots> counts(const State& s) noexcept;
 
     /// The bucket index of a time under this policy.
     [[nodiscard]] std::uint64_t bucket_of(std::uint64_t now_ns) const noexcept {
@@ -379,93 +266,14 @@ class SlidingCounter {
     /// index; the result's newest is the later of the two (the lagging ring is
     /// advanced first, so its expired buckets drop). Saturates newest-first.
     /// Throws std::invalid_argument (target unchanged) on different widths.
-    SlidingCounter& merge(const SlidingCounter& other) {
-        if (!mergeable_with(other))
-            detail::throw_invalid_argument("tally::SlidingCounter::merge: bucket widths differ (" +
-                                           std::to_string(bucket_ns_) + " ns vs " +
-                                           std::to_string(other.bucket_ns_) + " ns)");
-        const std::uint64_t n = std::max(state_.newest, other.state_.newest);
-        const auto a = counts(state_);
-        const auto o = counts(other.state_);
-        const std::uint64_t da = n - state_.newest, db = n - other.state_.newest;
-        std::array<Slot, Slots> sum{};
-        std::uint64_t acc = 0;  // clamped prefix sum from the newest bucket
-        for (std::size_t i = Slots; i-- > 0;) {
-            // Bucket n - (Slots-1-i) is index i + d in a ring that is d behind.
-            const Slot x = da < Slots - i ? a[i + static_cast<std::size_t>(da)] : 0;
-            const Slot y = db < Slots - i ? o[i + static_cast<std::size_t>(db)] : 0;
-            // take = min(x + y, room) without overflowing 64 bits.
-            const std::uint64_t room = max_count - acc;
-            const std::uint64_t take = x >= room ? room : x + std::min<std::uint64_t>(y, room - x);
-            sum[i] = static_cast<Slot>(take);
-            acc += take;
-        }
-        state_.newest = n;
-        pack(state_, sum);
-        return *this;
-    }
+    SlidingCounter& merge(const SlidingCounter& other);
 
     /// Wire format: family sliding_counter, version 1 (docs/wire-format.md).
-    [[nodiscard]] std::vector<std::byte> serialize() const {
-        ByteWriter w(frame_header_size + 21 + sizeof(Slot) * Slots);
-        w.header(Family::sliding_counter, 1);
-        w.u8(static_cast<std::uint8_t>(sizeof(Slot)));
-        w.u32(static_cast<std::uint32_t>(Slots));
-        w.u64(bucket_ns_);
-        w.u64(state_.newest);
-        for (const Slot c : counts(state_)) {
-            if constexpr (sizeof(Slot) == 2)
-                w.u16(c);
-            else if constexpr (sizeof(Slot) == 4)
-                w.u32(c);
-            else
-                w.u64(c);
-        }
-        return w.take();
-    }
+    [[nodiscard]] std::vector<std::byte> serialize() const;
 
     /// Throws tally::FormatError on bytes serialize() cannot have produced for
     /// this Slot, Slots and Options.
-    [[nodiscard]] static SlidingCounter deserialize(std::span<const std::byte> bytes) {
-        ByteReader r(bytes);
-        r.header(Family::sliding_counter, 1);
-        const std::uint8_t width = r.u8();
-        if (width != sizeof(Slot))
-            detail::throw_format_error("tally::SlidingCounter::deserialize: slot width " + std::to_string(width) +
-                                       " bytes where " + std::to_string(sizeof(Slot)) + " was expected");
-        const std::uint32_t slots = r.u32();
-        if (slots != Slots)
-            detail::throw_format_error("tally::SlidingCounter::deserialize: " + std::to_string(slots) + " slots where " +
-                                       std::to_string(Slots) + " were expected");
-        const std::uint64_t bucket = r.u64();
-        if (bucket == 0 || bucket > max_bucket_ns)
-            detail::throw_format_error(
-                detail::out_of_range_message("tally::SlidingCounter::deserialize", "bucket_ns", bucket,
-                                             std::uint64_t{1}, max_bucket_ns));
-        if constexpr (Options.pow2_buckets)
-            if (!std::has_single_bit(bucket)) fail("bucket_ns is not a power of two");
-        const std::uint64_t newest = r.u64();
-        r.count(Slots, sizeof(Slot), Slots, "SlidingCounter slot");
-        std::array<Slot, Slots> c{};
-        std::uint64_t total = 0;
-        for (std::size_t i = 0; i < Slots; ++i) {
-            if constexpr (sizeof(Slot) == 2)
-                c[i] = r.u16();
-            else if constexpr (sizeof(Slot) == 4)
-                c[i] = r.u32();
-            else
-                c[i] = r.u64();
-            if (c[i] > max_count - total) fail("ring total exceeds the slot maximum");
-            total += c[i];
-            // Oldest-first index i is bucket newest - (Slots-1-i); below 0 it never existed.
-            if (c[i] != 0 && newest < Slots - 1 - i) fail("count for a bucket before index 0");
-        }
-        r.expect_end();
-        SlidingCounter out(bucket);
-        out.state_.newest = newest;
-        pack(out.state_, c);
-        return out;
-    }
+    [[nodiscard]] static SlidingCounter deserialize(std::span<const std::byte> bytes);
 
   private:
     using wide = detail::uint128;
@@ -600,5 +408,229 @@ class SlidingCounter {
     std::uint64_t bucket_ns_;
     unsigned shift_;
 };
+
+// ---- SlidingCounter: member definitions -------------------------------------
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline SlidingCounter<Slot, Slots, Options>::SlidingCounter(std::uint64_t bucket_ns) : state_{}, bucket_ns_(bucket_ns), shift_(0) {
+    detail::check_range("tally::SlidingCounter::SlidingCounter", "bucket_ns", bucket_ns, std::uint64_t{1},
+                        max_bucket_ns);
+    if constexpr (Options.pow2_buckets) {
+        if (!std::has_single_bit(bucket_ns))
+            detail::throw_invalid_argument("tally::SlidingCounter::SlidingCounter: bucket_ns " +
+                                           std::to_string(bucket_ns) +
+                                           " is not a power of two (pow2_buckets requires one, e.g. " +
+                                           std::to_string(std::bit_floor(bucket_ns)) + " or " +
+                                           std::to_string(bucket_ns > (max_bucket_ns >> 1)
+                                                              ? std::bit_floor(bucket_ns)
+                                                              : std::bit_ceil(bucket_ns)) +
+                                           ")");
+        shift_ = static_cast<unsigned>(std::countr_zero(bucket_ns));
+    }
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::read(State& s, std::uint64_t now_ns) const noexcept -> SlidingEstimate {
+    const std::uint64_t b = bucket_of(now_ns);
+    advance(s, b);
+    const std::uint64_t e = b < s.newest ? 0 : elapsed_of(now_ns, b);
+    const std::size_t p = pos_of(s.newest);
+    const Slot total = total_at(s, p);
+    const Slot oldest = s.slots[next_pos(p)];
+    return SlidingEstimate{static_cast<std::uint64_t>(static_cast<Slot>(total - oldest)), oldest,
+                           bucket_ns_ - e, bucket_ns_};
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost) const noexcept -> bool {
+    const SlidingEstimate est = read(s, now_ns);
+    if (!est.admits(limit, cost)) return false;
+    const std::uint64_t b = bucket_of(now_ns);
+    const std::size_t p = pos_of(s.newest);
+    const Slot total = static_cast<Slot>(est.rest + est.oldest);
+    const Slot c = cost > max_count ? max_count : static_cast<Slot>(cost);
+    // Common case: charge the newest bucket without saturating: one
+    // increment (of the total with running_total, else of the newest slot).
+    if (TALLY_LIKELY(b == s.newest && c <= static_cast<Slot>(max_count - total))) {
+        s.slots[p] = static_cast<Slot>(s.slots[p] + c);
+        return true;
+    }
+    add_at(s, s.newest - b >= Slots ? s.newest : b, c);
+    return true;
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::is_fresh(const State& s, std::uint64_t now_ns) const noexcept -> bool {
+    const std::uint64_t b = bucket_of(now_ns);
+    if (b < s.newest) return false;
+    const std::uint64_t d = b - s.newest;
+    if (d >= Slots) return true;
+    const auto c = counts(s);
+    for (std::size_t i = static_cast<std::size_t>(d); i < Slots; ++i)
+        if (c[i] != 0) return false;
+    return true;
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::retry_after_ns(const State& s0, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost) const noexcept -> std::uint64_t {
+    constexpr std::uint64_t never = ~std::uint64_t{0};
+    if (cost > limit) return never;
+    const std::uint64_t room = limit - cost;
+    State s = s0;
+    const std::uint64_t b = bucket_of(now_ns);
+    advance(s, b);
+    const bool behind = b < s.newest;
+    const std::uint64_t e0 = behind ? 0 : elapsed_of(now_ns, b);
+    // Reading behind newest evaluates at the start of the newest bucket.
+    const wide lead = behind ? wide(s.newest) * bucket_ns_ - now_ns : 0;
+    const auto c = counts(s);
+    std::uint64_t rest = 0;
+    for (std::size_t i = 1; i < Slots; ++i) rest += c[i];
+    for (std::size_t j = 0; j <= Slots; ++j) {
+        const std::uint64_t oldest = j < Slots ? c[j] : 0;
+        const std::uint64_t start = j == 0 ? e0 : 0;
+        std::uint64_t at = bucket_ns_;  // not in this bucket
+        if (rest <= room) {
+            if (oldest == 0) {
+                at = start;
+            } else {
+                const wide q = wide(room - rest) * bucket_ns_ / oldest;  // need bucket - e <= q
+                if (q >= bucket_ns_ - start)
+                    at = start;
+                else if (q >= 1)
+                    at = bucket_ns_ - static_cast<std::uint64_t>(q);
+            }
+        }
+        if (at < bucket_ns_) {
+            if (j == 0 && at == start) return 0;
+            const wide w = lead + wide(j) * bucket_ns_ + at - e0;
+            return w > never ? never : static_cast<std::uint64_t>(w);
+        }
+        if (j + 1 < Slots) rest -= c[j + 1];
+    }
+    return never;  // unreachable: with j == Slots the window is empty
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::drain_ns(const State& s0, std::uint64_t now_ns) const noexcept -> std::uint64_t {
+    State s = s0;
+    const std::uint64_t b = bucket_of(now_ns);
+    advance(s, b);
+    const bool behind = b < s.newest;
+    const std::uint64_t e0 = behind ? 0 : elapsed_of(now_ns, b);
+    const auto c = counts(s);
+    std::size_t k = Slots;  // newest nonzero bucket, oldest-first index
+    for (std::size_t i = Slots; i-- > 0;)
+        if (c[i] != 0) {
+            k = i;
+            break;
+        }
+    if (k == Slots) return 0;
+    // Bucket k is last counted as the oldest of bucket newest + k; gone from the next one.
+    const wide lead = behind ? wide(s.newest) * bucket_ns_ - now_ns : 0;
+    const wide w = lead + wide(k + 1) * bucket_ns_ - e0;
+    return w > ~std::uint64_t{0} ? ~std::uint64_t{0} : static_cast<std::uint64_t>(w);
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::counts(const State& s) noexcept -> std::array<Slot, Slots> {
+    std::array<Slot, Slots> c{};
+    const std::size_t p = pos_of(s.newest);
+    std::size_t q = p;
+    for (std::size_t i = 0; i + 1 < Slots; ++i) {
+        q = next_pos(q);
+        c[i] = s.slots[q];
+    }
+    c[Slots - 1] = newest_count(s, p);
+    return c;
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::merge(const SlidingCounter& other) -> SlidingCounter& {
+    if (!mergeable_with(other))
+        detail::throw_invalid_argument("tally::SlidingCounter::merge: bucket widths differ (" +
+                                       std::to_string(bucket_ns_) + " ns vs " +
+                                       std::to_string(other.bucket_ns_) + " ns)");
+    const std::uint64_t n = std::max(state_.newest, other.state_.newest);
+    const auto a = counts(state_);
+    const auto o = counts(other.state_);
+    const std::uint64_t da = n - state_.newest, db = n - other.state_.newest;
+    std::array<Slot, Slots> sum{};
+    std::uint64_t acc = 0;  // clamped prefix sum from the newest bucket
+    for (std::size_t i = Slots; i-- > 0;) {
+        // Bucket n - (Slots-1-i) is index i + d in a ring that is d behind.
+        const Slot x = da < Slots - i ? a[i + static_cast<std::size_t>(da)] : 0;
+        const Slot y = db < Slots - i ? o[i + static_cast<std::size_t>(db)] : 0;
+        // take = min(x + y, room) without overflowing 64 bits.
+        const std::uint64_t room = max_count - acc;
+        const std::uint64_t take = x >= room ? room : x + std::min<std::uint64_t>(y, room - x);
+        sum[i] = static_cast<Slot>(take);
+        acc += take;
+    }
+    state_.newest = n;
+    pack(state_, sum);
+    return *this;
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::serialize() const -> std::vector<std::byte> {
+    ByteWriter w(frame_header_size + 21 + sizeof(Slot) * Slots);
+    w.header(Family::sliding_counter, 1);
+    w.u8(static_cast<std::uint8_t>(sizeof(Slot)));
+    w.u32(static_cast<std::uint32_t>(Slots));
+    w.u64(bucket_ns_);
+    w.u64(state_.newest);
+    for (const Slot c : counts(state_)) {
+        if constexpr (sizeof(Slot) == 2)
+            w.u16(c);
+        else if constexpr (sizeof(Slot) == 4)
+            w.u32(c);
+        else
+            w.u64(c);
+    }
+    return w.take();
+}
+
+template <class Slot, std::size_t Slots, SlidingOptions Options>
+inline auto SlidingCounter<Slot, Slots, Options>::deserialize(std::span<const std::byte> bytes) -> SlidingCounter {
+    ByteReader r(bytes);
+    r.header(Family::sliding_counter, 1);
+    const std::uint8_t width = r.u8();
+    if (width != sizeof(Slot))
+        detail::throw_format_error("tally::SlidingCounter::deserialize: slot width " + std::to_string(width) +
+                                   " bytes where " + std::to_string(sizeof(Slot)) + " was expected");
+    const std::uint32_t slots = r.u32();
+    if (slots != Slots)
+        detail::throw_format_error("tally::SlidingCounter::deserialize: " + std::to_string(slots) + " slots where " +
+                                   std::to_string(Slots) + " were expected");
+    const std::uint64_t bucket = r.u64();
+    if (bucket == 0 || bucket > max_bucket_ns)
+        detail::throw_format_error(
+            detail::out_of_range_message("tally::SlidingCounter::deserialize", "bucket_ns", bucket,
+                                         std::uint64_t{1}, max_bucket_ns));
+    if constexpr (Options.pow2_buckets)
+        if (!std::has_single_bit(bucket)) fail("bucket_ns is not a power of two");
+    const std::uint64_t newest = r.u64();
+    r.count(Slots, sizeof(Slot), Slots, "SlidingCounter slot");
+    std::array<Slot, Slots> c{};
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < Slots; ++i) {
+        if constexpr (sizeof(Slot) == 2)
+            c[i] = r.u16();
+        else if constexpr (sizeof(Slot) == 4)
+            c[i] = r.u32();
+        else
+            c[i] = r.u64();
+        if (c[i] > max_count - total) fail("ring total exceeds the slot maximum");
+        total += c[i];
+        // Oldest-first index i is bucket newest - (Slots-1-i); below 0 it never existed.
+        if (c[i] != 0 && newest < Slots - 1 - i) fail("count for a bucket before index 0");
+    }
+    r.expect_end();
+    SlidingCounter out(bucket);
+    out.state_.newest = newest;
+    pack(out.state_, c);
+    return out;
+}
 
 TALLY_END_NAMESPACE

@@ -87,14 +87,7 @@ class Windowed {
         requires requires(S& s, Args&&... a) { s.add(std::forward<Args>(a)...); }
     TALLY_ALWAYS_INLINE void add(std::uint64_t now_ns, Args&&... args) noexcept(
         noexcept(std::declval<S&>().add(std::declval<Args>()...)) &&
-        noexcept(std::declval<S&>().add(std::declval<Args&>()...))) {
-        if (TALLY_LIKELY(now_ns - cur_lo_ < bucket_ns_)) {
-            ring_[cur_pos_].add(std::forward<Args>(args)...);
-            stale_ = true;
-            return;
-        }
-        add_slow<false>(now_ns, args...);
-    }
+        noexcept(std::declval<S&>().add(std::declval<Args&>()...)));
 
     /// The checked add: forwards args to S::try_add of its bucket and returns
     /// its answer; false also for an event older than the ring (counted in
@@ -104,14 +97,7 @@ class Windowed {
         requires requires(S& s, Args&&... a) { { s.try_add(std::forward<Args>(a)...) } -> std::same_as<bool>; }
     bool try_add(std::uint64_t now_ns, Args&&... args) noexcept(
         noexcept(std::declval<S&>().try_add(std::declval<Args&>()...)) &&
-        noexcept(std::declval<S&>().add(std::declval<Args&>()...))) {
-        if (TALLY_LIKELY(now_ns - cur_lo_ < bucket_ns_)) {
-            if (!ring_[cur_pos_].try_add(args...)) return false;
-            stale_ = true;
-            return true;
-        }
-        return add_slow<true>(now_ns, args...);
-    }
+        noexcept(std::declval<S&>().add(std::declval<Args&>()...)));
 
     /// The merged summary of the window at now_ns (span: class comment).
     /// Valid until the next non-const call on this window. Propagates what
@@ -162,15 +148,7 @@ class Windowed {
         return n;
     }
     /// Forgets every event and the dropped count; keeps newest_bucket().
-    void clear() {
-        for (std::size_t p = 0; p < Slots; ++p) {
-            touched_[p] = 1;  // force the reset below
-            reset_slot(p, index_at(p));
-        }
-        stale_ = false;
-        dropped_ = 0;
-        invalidate();
-    }
+    void clear();
 
     // ---- MergeableSummary ---------------------------------------------------
 
@@ -184,94 +162,13 @@ class Windowed {
     /// Throws std::invalid_argument (unchanged) unless mergeable_with(other);
     /// an exception from S::merge itself (TDigest: total weight overflow)
     /// propagates after the buckets before it were merged.
-    Windowed& merge(const Windowed& other) {
-        if (bucket_ns_ != other.bucket_ns_)
-            detail::throw_invalid_argument("tally::Windowed::merge: bucket widths differ (" +
-                                           std::to_string(bucket_ns_) + " ns vs " +
-                                           std::to_string(other.bucket_ns_) + " ns)");
-        if (!prototype_.mergeable_with(other.prototype_))
-            detail::throw_invalid_argument(
-                "tally::Windowed::merge: the summaries' parameters differ (S::mergeable_with is false)");
-        if (this == &other) {
-            const Windowed copy = other;
-            return merge(copy);
-        }
-        const std::uint64_t n = std::max(newest_, other.newest_);
-        if (n > newest_) roll_to(n);
-        settle();
-        invalidate();  // first: if an S::merge throws below, the aggregates are rebuilt
-        for (std::uint64_t a = 0; a < Slots && a <= other.newest_; ++a) {
-            const std::uint64_t b = other.newest_ - a;
-            if (n - b >= Slots) break;
-            const std::size_t op = other.pos_back(a);
-            if (!other.holds(op)) continue;
-            const std::size_t p = pos_back(n - b);
-            if (touched_[p])
-                ring_[p].merge(other.ring_[op]);
-            else
-                start(ring_[p], other.ring_[op], bucket_seed(b));
-            touched_[p] = 1;
-        }
-        dropped_ = detail::sat_add(dropped_, other.dropped_);
-        return *this;
-    }
+    Windowed& merge(const Windowed& other);
 
     /// Bytes: docs/windowed.md (frame family 9, nested S frames).
-    [[nodiscard]] std::vector<std::byte> serialize() const {
-        ByteWriter w;
-        w.header(detail::windowed_family, format_version);
-        w.u32(static_cast<std::uint32_t>(Slots));
-        w.u64(bucket_ns_);
-        w.u64(newest_);
-        w.u64(dropped_);
-        const std::vector<std::byte> proto = prototype_.serialize();
-        w.u64(proto.size());
-        w.bytes(proto);
-        for (std::size_t i = 0; i < Slots; ++i) {
-            const std::size_t p = pos_back(Slots - 1 - i);
-            if (!holds(p)) {
-                w.u8(0);
-                continue;
-            }
-            const std::vector<std::byte> b = ring_[p].serialize();
-            w.u8(1);
-            w.u64(b.size());
-            w.bytes(b);
-        }
-        return w.take();
-    }
+    [[nodiscard]] std::vector<std::byte> serialize() const;
 
     /// Reads serialize()'s bytes; tally::FormatError for anything else.
-    [[nodiscard]] static Windowed deserialize(std::span<const std::byte> bytes) {
-        ByteReader r(bytes);
-        r.header(detail::windowed_family, format_version);
-        const std::uint32_t slots = r.u32();
-        if (slots != Slots)
-            detail::throw_format_error("tally::Windowed: " + std::to_string(slots) + " slots where " +
-                                       std::to_string(Slots) + " were expected");
-        const std::uint64_t bucket = r.u64();
-        format_check(bucket >= 1 && bucket <= max_bucket_ns, "Windowed: bucket_ns out of range");
-        const std::uint64_t newest = r.u64();
-        format_check(newest <= ~std::uint64_t{0} / bucket, "Windowed: newest bucket lies beyond 2^64 - 1 ns");
-        const std::uint64_t dropped = r.u64();
-        S proto = S::deserialize(nested(r));
-        format_check(holds_nothing(proto), "Windowed: prototype holds events");
-        Windowed out(bucket, std::move(proto), newest);
-        for (std::size_t i = 0; i < Slots; ++i) {
-            const std::uint8_t flag = r.u8();
-            format_check(flag <= 1, "Windowed: bucket flag is neither 0 nor 1");
-            if (flag == 0) continue;
-            format_check(newest >= Slots - 1 - i, "Windowed: events in a bucket before index 0");
-            S s = S::deserialize(nested(r));
-            format_check(s.mergeable_with(out.prototype_), "Windowed: a bucket's parameters differ from the prototype's");
-            const std::size_t p = out.pos_back(Slots - 1 - i);
-            out.ring_[p] = std::move(s);
-            out.touched_[p] = 1;
-        }
-        r.expect_end();
-        out.dropped_ = dropped;
-        return out;
-    }
+    [[nodiscard]] static Windowed deserialize(std::span<const std::byte> bytes);
 
   private:
     static constexpr std::uint64_t L = Slots - 1;  // closed buckets in the window
@@ -595,5 +492,132 @@ class Windowed {
     Src view_src_ = Src::none;
     bool view_ok_ = false;
 };
+
+// ---- Windowed: member definitions -------------------------------------
+
+template <MergeableSummary S, std::size_t Slots>
+template <class... Args>
+requires requires(S& s, Args&&... a) { s.add(std::forward<Args>(a)...); }
+TALLY_ALWAYS_INLINE void Windowed<S, Slots>::add(std::uint64_t now_ns, Args&&... args) noexcept( noexcept(std::declval<S&>().add(std::declval<Args>()...)) && noexcept(std::declval<S&>().add(std::declval<Args&>()...))) {
+    if (TALLY_LIKELY(now_ns - cur_lo_ < bucket_ns_)) {
+        ring_[cur_pos_].add(std::forward<Args>(args)...);
+        stale_ = true;
+        return;
+    }
+    add_slow<false>(now_ns, args...);
+}
+
+template <MergeableSummary S, std::size_t Slots>
+template <class... Args>
+requires requires(S& s, Args&&... a) { { s.try_add(std::forward<Args>(a)...) } -> std::same_as<bool>; }
+inline auto Windowed<S, Slots>::try_add(std::uint64_t now_ns, Args&&... args) noexcept( noexcept(std::declval<S&>().try_add(std::declval<Args&>()...)) && noexcept(std::declval<S&>().add(std::declval<Args&>()...))) -> bool {
+    if (TALLY_LIKELY(now_ns - cur_lo_ < bucket_ns_)) {
+        if (!ring_[cur_pos_].try_add(args...)) return false;
+        stale_ = true;
+        return true;
+    }
+    return add_slow<true>(now_ns, args...);
+}
+
+template <MergeableSummary S, std::size_t Slots>
+inline void Windowed<S, Slots>::clear() {
+    for (std::size_t p = 0; p < Slots; ++p) {
+        touched_[p] = 1;  // force the reset below
+        reset_slot(p, index_at(p));
+    }
+    stale_ = false;
+    dropped_ = 0;
+    invalidate();
+}
+
+template <MergeableSummary S, std::size_t Slots>
+inline auto Windowed<S, Slots>::merge(const Windowed& other) -> Windowed& {
+    if (bucket_ns_ != other.bucket_ns_)
+        detail::throw_invalid_argument("tally::Windowed::merge: bucket widths differ (" +
+                                       std::to_string(bucket_ns_) + " ns vs " +
+                                       std::to_string(other.bucket_ns_) + " ns)");
+    if (!prototype_.mergeable_with(other.prototype_))
+        detail::throw_invalid_argument(
+            "tally::Windowed::merge: the summaries' parameters differ (S::mergeable_with is false)");
+    if (this == &other) {
+        const Windowed copy = other;
+        return merge(copy);
+    }
+    const std::uint64_t n = std::max(newest_, other.newest_);
+    if (n > newest_) roll_to(n);
+    settle();
+    invalidate();  // first: if an S::merge throws below, the aggregates are rebuilt
+    for (std::uint64_t a = 0; a < Slots && a <= other.newest_; ++a) {
+        const std::uint64_t b = other.newest_ - a;
+        if (n - b >= Slots) break;
+        const std::size_t op = other.pos_back(a);
+        if (!other.holds(op)) continue;
+        const std::size_t p = pos_back(n - b);
+        if (touched_[p])
+            ring_[p].merge(other.ring_[op]);
+        else
+            start(ring_[p], other.ring_[op], bucket_seed(b));
+        touched_[p] = 1;
+    }
+    dropped_ = detail::sat_add(dropped_, other.dropped_);
+    return *this;
+}
+
+template <MergeableSummary S, std::size_t Slots>
+inline auto Windowed<S, Slots>::serialize() const -> std::vector<std::byte> {
+    ByteWriter w;
+    w.header(detail::windowed_family, format_version);
+    w.u32(static_cast<std::uint32_t>(Slots));
+    w.u64(bucket_ns_);
+    w.u64(newest_);
+    w.u64(dropped_);
+    const std::vector<std::byte> proto = prototype_.serialize();
+    w.u64(proto.size());
+    w.bytes(proto);
+    for (std::size_t i = 0; i < Slots; ++i) {
+        const std::size_t p = pos_back(Slots - 1 - i);
+        if (!holds(p)) {
+            w.u8(0);
+            continue;
+        }
+        const std::vector<std::byte> b = ring_[p].serialize();
+        w.u8(1);
+        w.u64(b.size());
+        w.bytes(b);
+    }
+    return w.take();
+}
+
+template <MergeableSummary S, std::size_t Slots>
+inline auto Windowed<S, Slots>::deserialize(std::span<const std::byte> bytes) -> Windowed {
+    ByteReader r(bytes);
+    r.header(detail::windowed_family, format_version);
+    const std::uint32_t slots = r.u32();
+    if (slots != Slots)
+        detail::throw_format_error("tally::Windowed: " + std::to_string(slots) + " slots where " +
+                                   std::to_string(Slots) + " were expected");
+    const std::uint64_t bucket = r.u64();
+    format_check(bucket >= 1 && bucket <= max_bucket_ns, "Windowed: bucket_ns out of range");
+    const std::uint64_t newest = r.u64();
+    format_check(newest <= ~std::uint64_t{0} / bucket, "Windowed: newest bucket lies beyond 2^64 - 1 ns");
+    const std::uint64_t dropped = r.u64();
+    S proto = S::deserialize(nested(r));
+    format_check(holds_nothing(proto), "Windowed: prototype holds events");
+    Windowed out(bucket, std::move(proto), newest);
+    for (std::size_t i = 0; i < Slots; ++i) {
+        const std::uint8_t flag = r.u8();
+        format_check(flag <= 1, "Windowed: bucket flag is neither 0 nor 1");
+        if (flag == 0) continue;
+        format_check(newest >= Slots - 1 - i, "Windowed: events in a bucket before index 0");
+        S s = S::deserialize(nested(r));
+        format_check(s.mergeable_with(out.prototype_), "Windowed: a bucket's parameters differ from the prototype's");
+        const std::size_t p = out.pos_back(Slots - 1 - i);
+        out.ring_[p] = std::move(s);
+        out.touched_[p] = 1;
+    }
+    r.expect_end();
+    out.dropped_ = dropped;
+    return out;
+}
 
 TALLY_END_NAMESPACE
