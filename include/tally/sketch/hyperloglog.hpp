@@ -28,6 +28,7 @@
 #include "../core/summary.hpp"
 #include "detail/hyperloglog_datasketches.hpp"
 #include "detail/hyperloglog_estimator.hpp"
+#include "detail/hyperloglog_postgres.hpp"
 #include "detail/hyperloglog_redis.hpp"
 #include "detail/hyperloglog_sparse.hpp"
 #include "../detail/primitives.hpp"
@@ -47,6 +48,11 @@ enum class HllHashMode : std::uint8_t {
     /// DataSketches' byte conventions; register = low p bits of the first
     /// half, rank = min(leading zeros of the second half, 62) + 1.
     datasketches = 2,
+    /// PostgreSQL's postgresql-hll (hll_hash_bigint, hll_hash_text, ...):
+    /// MurmurHash3 x64 128 (seed 0) of the item's bytes, first half;
+    /// register = low p bits, value = trailing zeros of the rest + 1 (0 when
+    /// the rest is 0), capped at 2^regwidth - 1. p in [4, 17].
+    postgres = 3,
 };
 
 /// Which estimator HyperLogLog::estimate() answers with.
@@ -124,6 +130,12 @@ class HyperLogLog {
     /// Redis PFADD/PFMERGE extend without double counting.
     static HyperLogLog redis_compatible() { return HyperLogLog(redis_precision, HashMode::redis); }
 
+    /// log2m = p and regwidth with PostgreSQL hll's hashing (HashMode::postgres):
+    /// the same items as SQL hll_add_agg(hll_hash_bigint(x), log2m, regwidth)
+    /// give the same registers. (HyperLogLog(p, HashMode::postgres) is regwidth 5.)
+    /// Throws std::invalid_argument unless 4 <= log2m <= 17 and 1 <= regwidth <= 7.
+    static HyperLogLog postgres_compatible(int log2m = 11, int regwidth = 5);
+
     // ---- adding (not thread-safe) ------------------------------------------
 
     /// Adds one item. Mode tally: tally::hash_of. Mode redis: strings as
@@ -174,8 +186,13 @@ class HyperLogLog {
     [[nodiscard]] std::span<const std::uint8_t> registers() const noexcept;
     /// Number of registers equal to k, k in 0..63 (kept up to date on add).
     [[nodiscard]] std::uint32_t registers_equal_to(int k) const noexcept;
-    /// The largest register value of this precision and mode.
-    [[nodiscard]] int max_rank() const noexcept { return max_rank(p_, mode_); }
+    /// The largest register value of this precision and mode (mode postgres:
+    /// min(2^regwidth - 1, 64 - p)).
+    [[nodiscard]] int max_rank() const noexcept {
+        return mode_ == HashMode::postgres ? detail::pg_hll_max_rank(p_, pg_regwidth_) : max_rank(p_, mode_);
+    }
+    /// The register width of a HashMode::postgres sketch (1..7); 0 in other modes.
+    [[nodiscard]] int postgres_regwidth() const noexcept { return pg_regwidth_; }
     /// True when no register is set (nothing was added, or only empty strings
     /// in mode datasketches).
     [[nodiscard]] bool empty() const noexcept;
@@ -191,9 +208,10 @@ class HyperLogLog {
 
     // ---- merging -----------------------------------------------------------
 
-    /// Same precision and hash mode. (Fold a larger precision with reduce().)
+    /// Same precision and hash mode (and regwidth in mode postgres). (Fold a
+    /// larger precision with reduce().)
     [[nodiscard]] bool mergeable_with(const HyperLogLog& other) const noexcept {
-        return p_ == other.p_ && mode_ == other.mode_;
+        return p_ == other.p_ && mode_ == other.mode_ && pg_regwidth_ == other.pg_regwidth_;
     }
 
     /// Register-wise maximum: afterwards *this is exactly the sketch of the
@@ -264,6 +282,31 @@ class HyperLogLog {
     /// on malformed bytes and on lg_k outside [4, 18].
     [[nodiscard]] static HyperLogLog from_datasketches(std::span<const std::byte> bytes);
 
+    // ---- PostgreSQL hll interop (docs/postgres.md) --------------------------
+
+    /// The sketch as a postgresql-hll value (storage specification v1.0.0,
+    /// schema version 1): EMPTY, or SPARSE / FULL by the extension's rule, the
+    /// header carrying `options` (they must match the values it is unioned
+    /// with; the defaults are the extension's). Throws std::invalid_argument
+    /// unless hash_mode() is postgres or if an option is out of range.
+    [[nodiscard]] std::vector<std::byte> to_postgres(const PostgresHllOptions& options = {}) const;
+
+    /// Reads an hll value (EMPTY, EXPLICIT, SPARSE or FULL) into a
+    /// HashMode::postgres sketch of its log2m and regwidth: EXPLICIT hashes
+    /// are added (total() stays 0), registers are taken as they are. Throws
+    /// tally::FormatError unless every field and length is valid, with log2m
+    /// in [4, 17] and regwidth in [1, 7].
+    [[nodiscard]] static HyperLogLog from_postgres(std::span<const std::byte> bytes);
+
+    /// The hash HashMode::postgres gives an item, what the extension's
+    /// hll_hash_* returns: integers (bool and char included) as their
+    /// sizeof(T) little-endian bytes (hll_hash_bigint / integer / smallint /
+    /// boolean), floating point as its bytes, strings and byte spans as bytes
+    /// (hll_hash_text / hll_hash_bytea); other types through tally::Hasher.
+    template <class T>
+        requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
+    [[nodiscard]] static std::uint64_t postgres_hash_of(const T& item) noexcept;
+
   private:
     template <class T>
     void add_redis(const T& item) noexcept {
@@ -319,10 +362,13 @@ class HyperLogLog {
     void to_dense();
     // Register array of a dense sketch, else the sparse view, else zeros.
     const std::uint8_t* register_data() const noexcept;
-    std::uint8_t mode_byte() const noexcept { return static_cast<std::uint8_t>(mode_); }
+    // The mode for the sparse helpers and the frame: mode postgres carries
+    // its regwidth in the high nibble.
+    std::uint8_t mode_byte() const noexcept { return static_cast<std::uint8_t>(static_cast<int>(mode_) | (pg_regwidth_ << 4)); }
 
     int p_;
     HashMode mode_;
+    std::uint8_t pg_regwidth_ = 0;  // mode postgres: 1..7; else 0
     bool hip_valid_ = true;
     // Lazy parts (lazy_ready / lazy_pending / lazy_busy): the histogram and
     // kxq after a merge or of a sparse sketch, the register view of a sparse sketch.

@@ -170,9 +170,13 @@ class TDigest {
     /// (mean, count) ..."), which the server accepts as a tdigest value; means
     /// in shortest round-trip form. The extension counts integers: centroid
     /// weights become the steps of the rounded cumulative weight (total kept,
-    /// each within 1). Throws std::invalid_argument if the digest is empty
-    /// (store NULL), or compression or the total weight is not an integer.
-    [[nodiscard]] std::string to_postgres() const;
+    /// each within 1). C is compression() unless `postgres_compression` (in
+    /// [10, 10000]) is given: the server re-compacts a digest to its own,
+    /// coarser scale whenever it answers, and 10 * compression() keeps this
+    /// digest's resolution there (docs/postgres.md). Throws
+    /// std::invalid_argument if the digest is empty (store NULL), C or the
+    /// total weight is not an integer, or postgres_compression is out of range.
+    [[nodiscard]] std::string to_postgres(int postgres_compression = 0) const;
     /// Parses the text the server prints for a tdigest value (flags 1, or 0:
     /// the pre-1.2 sum form) into a digest of those centroids at compression
     /// C; min() and max() are the outer centroids' means (the text has no
@@ -223,10 +227,12 @@ class TDigest {
 
 // ---- implementation -----------------------------------------------------
 
-inline std::string TDigest::to_postgres() const {
+inline std::string TDigest::to_postgres(int postgres_compression) const {
     constexpr const char* who = "tally::TDigest::to_postgres: ";
     if (empty()) detail::throw_invalid_argument(std::string(who) + "an empty digest has no tdigest value (store NULL)");
-    if (compression_ != std::floor(compression_))
+    if (postgres_compression != 0)
+        detail::check_range("tally::TDigest::to_postgres", "postgres_compression", postgres_compression, 10, 10000);
+    else if (compression_ != std::floor(compression_))
         detail::throw_invalid_argument(std::string(who) + "compression " + detail::format_number(compression_) +
                                        " is not an integer (the extension's compression is)");
     if (!(total_ == std::floor(total_) && total_ <= static_cast<double>(detail::pg_tdigest_max_count)))
@@ -246,7 +252,8 @@ inline std::string TDigest::to_postgres() const {
             if (upto > before) cs.push_back({c.mean, upto - before});
             before = upto > before ? upto : before;
         }
-        return detail::pg_tdigest_format(static_cast<int>(compression_), before, cs);
+        return detail::pg_tdigest_format(postgres_compression != 0 ? postgres_compression : static_cast<int>(compression_),
+                                         before, cs);
     });
 }
 

@@ -10,13 +10,24 @@ TALLY_BEGIN_NAMESPACE
 // ---- construction ----------------------------------------------------------
 
 inline HyperLogLog::HyperLogLog(int precision, HashMode mode)
-    : p_(check_precision(precision, "tally::HyperLogLog::HyperLogLog")), mode_(mode) {
+    : p_(check_precision(precision, "tally::HyperLogLog::HyperLogLog")),
+      mode_(mode),
+      pg_regwidth_(mode == HashMode::postgres ? 5 : 0) {
+    if (mode == HashMode::postgres)
+        detail::check_range("tally::HyperLogLog::HyperLogLog", "precision", precision, detail::pg_hll_min_log2m,
+                            detail::pg_hll_max_log2m);
     reset_state();
 }
 
-inline HyperLogLog::HyperLogLog(const HyperLogLog& other) : p_(other.p_), mode_(other.mode_) { copy_from(other); }
+inline HyperLogLog::HyperLogLog(const HyperLogLog& other)
+    : p_(other.p_), mode_(other.mode_), pg_regwidth_(other.pg_regwidth_) {
+    copy_from(other);
+}
 
-inline HyperLogLog::HyperLogLog(HyperLogLog&& other) noexcept : p_(other.p_), mode_(other.mode_) { move_from(other); }
+inline HyperLogLog::HyperLogLog(HyperLogLog&& other) noexcept
+    : p_(other.p_), mode_(other.mode_), pg_regwidth_(other.pg_regwidth_) {
+    move_from(other);
+}
 
 inline HyperLogLog& HyperLogLog::operator=(const HyperLogLog& other) {
     if (this != &other) {
@@ -30,6 +41,7 @@ inline HyperLogLog& HyperLogLog::operator=(HyperLogLog&& other) noexcept {
     if (this != &other) {
         p_ = other.p_;
         mode_ = other.mode_;
+        pg_regwidth_ = other.pg_regwidth_;
         move_from(other);
     }
     return *this;
@@ -58,8 +70,10 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add(const T& item) noexcept {
             return;
         }
         update_register_low_bits(h.h1, detail::ds_hll_rank(h.h2));
-    } else {
+    } else if (mode_ == HashMode::redis) {
         add_redis(item);
+    } else {
+        add_hash(postgres_hash_of(item));
     }
 }
 
@@ -78,9 +92,12 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add_hash(std::uint64_t hash) noexcept {
     } else if (mode_ == HashMode::redis) {
         index = static_cast<std::size_t>(hash & (register_count() - 1));
         rank = static_cast<std::uint8_t>(std::countr_zero((hash >> p_) | (std::uint64_t{1} << (64 - p_))) + 1);
-    } else {
+    } else if (TALLY_LIKELY(mode_ == HashMode::datasketches)) {
         index = static_cast<std::size_t>(hash & (register_count() - 1));
         rank = detail::ds_hll_rank(hash);
+    } else {  // postgres: value 0 (no change) when the rest is 0, capped at 2^regwidth - 1
+        index = static_cast<std::size_t>(hash & (register_count() - 1));
+        rank = detail::pg_hll_rank(hash, p_, (1 << pg_regwidth_) - 1);
     }
     update_register(index, rank);
 }
@@ -108,7 +125,7 @@ inline HllEstimator HyperLogLog::estimator() const noexcept {
 inline double HyperLogLog::ertl_estimate() const noexcept {
     ensure_histogram();
     const std::uint32_t* c = hist_;
-    const int q = max_rank(p_, mode_) - 1;
+    const int q = max_rank() - 1;
     const double m = static_cast<double>(register_count());
     // Same operation order as Redis's hllCount, so that rounding this
     // value reproduces PFCOUNT bit for bit.
@@ -160,7 +177,7 @@ inline std::size_t HyperLogLog::memory_bytes() const noexcept {
 }
 
 inline bool HyperLogLog::same_registers(const HyperLogLog& other) const noexcept {
-    if (p_ != other.p_ || mode_ != other.mode_) return false;
+    if (p_ != other.p_ || mode_ != other.mode_ || pg_regwidth_ != other.pg_regwidth_) return false;
     const auto ra = registers();
     const auto rb = other.registers();
     return std::equal(ra.begin(), ra.end(), rb.begin());
@@ -176,6 +193,9 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
     if (mode_ != other.mode_)
         detail::throw_invalid_argument(std::string("tally::HyperLogLog::merge: hash mode ") +
                                        mode_name(other.mode_) + " does not match " + mode_name(mode_));
+    if (pg_regwidth_ != other.pg_regwidth_)
+        detail::throw_invalid_argument("tally::HyperLogLog::merge: regwidth " + std::to_string(other.pg_regwidth_) +
+                                       " does not match " + std::to_string(pg_regwidth_));
     if (this == &other) {
         total_ = detail::sat_add(total_, total_);
         return *this;
@@ -249,6 +269,7 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
 inline HyperLogLog HyperLogLog::reduce(int precision) const {
     detail::check_range("tally::HyperLogLog::reduce", "precision", precision, min_precision, p_);
     HyperLogLog out(precision, mode_);
+    out.pg_regwidth_ = pg_regwidth_;
     out.total_ = total_;
     if (empty()) return out;
     if (registers_.empty()) {
@@ -275,10 +296,11 @@ inline HyperLogLog HyperLogLog::reduce(int precision) const {
             target = i >> k;
             const std::size_t dropped = i & low_mask;  // the top k bits of the new remainder
             rank = dropped != 0 ? k - static_cast<int>(std::bit_width(dropped)) + 1 : k + r;
-        } else if (mode_ == HashMode::redis) {
+        } else if (mode_ == HashMode::redis || mode_ == HashMode::postgres) {
             target = i & out_mask;
             const std::size_t dropped = i >> precision;  // the low k bits of the new remainder
             rank = dropped != 0 ? std::countr_zero(dropped) + 1 : k + r;
+            if (mode_ == HashMode::postgres) rank = std::min(rank, out.max_rank());  // exact: the cap commutes
         } else {
             target = i & out_mask;  // the rank comes from the other half of the hash
             rank = r;
@@ -294,9 +316,10 @@ inline HyperLogLog HyperLogLog::reduce(int precision) const {
 // ---- tally serialization ---------------------------------------------------
 
 inline std::vector<std::byte> HyperLogLog::serialize() const {
-    if (registers_.empty()) {
+    if (registers_.empty() || empty()) {
         // Encoding 2: the sparse entries, ascending, each as its varint
-        // difference from the previous one (the first from 0).
+        // difference from the previous one (the first from 0). An empty
+        // sketch is written as the empty sparse sketch it decodes to.
         std::size_t body = varint_size(sparse_.size());
         std::uint32_t prev = 0;
         for (const std::uint32_t e : sparse_) {
@@ -306,7 +329,7 @@ inline std::vector<std::byte> HyperLogLog::serialize() const {
         ByteWriter w(frame_header_size + 12 + body);
         w.header(Family::hyperloglog, format_version);
         w.u8(static_cast<std::uint8_t>(p_));
-        w.u8(static_cast<std::uint8_t>(mode_));
+        w.u8(mode_byte());
         w.u8(2);
         w.u8(0);
         w.u64(total_);
@@ -344,7 +367,7 @@ inline std::vector<std::byte> HyperLogLog::serialize() const {
     ByteWriter w(frame_header_size + 12 + (hip_valid_ ? 24 : 0) + (sparse ? sparse_bytes : dense_bytes));
     w.header(Family::hyperloglog, format_version);
     w.u8(static_cast<std::uint8_t>(p_));
-    w.u8(static_cast<std::uint8_t>(mode_));
+    w.u8(mode_byte());
     w.u8(sparse ? 1 : 0);
     w.u8(hip_valid_ ? 1 : 0);
     w.u64(total_);
@@ -378,7 +401,14 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
         detail::throw_format_error(
             detail::out_of_range_message("tally::HyperLogLog::deserialize", "precision", p, 4, 18));
     const std::uint8_t mode = r.u8();
-    format_check(mode <= 2 && (version >= 2 || mode <= 1), "HyperLogLog: unknown hash mode");
+    // Mode postgres (3, version 3) carries its regwidth 1..7 in the high nibble.
+    const int regwidth = mode >> 4;
+    format_check(mode <= 2 ? (version >= 2 || mode <= 1)
+                           : (mode & 15) == 3 && version >= 3 && regwidth >= 1 && regwidth <= 7,
+                 "HyperLogLog: unknown hash mode");
+    if ((mode & 15) == 3 && p > detail::pg_hll_max_log2m)
+        detail::throw_format_error(
+            detail::out_of_range_message("tally::HyperLogLog::deserialize", "precision", p, 4, 17));
     const std::uint8_t encoding = r.u8();
     format_check(encoding <= 1 || (encoding == 2 && version >= 3), "HyperLogLog: unknown register encoding");
     bool hip = false;
@@ -396,8 +426,9 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
         }
     }
     const std::size_t m = std::size_t{1} << p;
-    const std::uint8_t top = static_cast<std::uint8_t>(max_rank(p, static_cast<HashMode>(mode)));
-    HyperLogLog out(p, static_cast<HashMode>(mode));
+    HyperLogLog out(p, static_cast<HashMode>(mode & 15));
+    if ((mode & 15) == 3) out.pg_regwidth_ = static_cast<std::uint8_t>(regwidth);
+    const std::uint8_t top = static_cast<std::uint8_t>(out.max_rank());
     // The whole frame is validated before anything is allocated; sparse
     // entries (encoding 2) stay sparse, their number bounded by the input.
     if (encoding == 2) {
@@ -597,15 +628,17 @@ inline std::vector<std::byte> HyperLogLog::to_datasketches(DataSketchesHll type)
         for (const std::uint32_t e : sparse_) coupons.push_back(((e & 63) << 26) | (e >> 6));
         return detail::ds_coupon_encode(p_, coupons, type);
     }
-    // A sparse sketch has no HIP state to send: DataSketches estimates it from the registers.
-    const bool hip = hip_valid_ && !registers_.empty();
+    // A sparse sketch sends its linear-counting estimate as the HIP state
+    // (HIP continues from any accurate start, as in to_dense()).
+    const bool sparse_now = registers_.empty();
+    const bool hip = sparse_now || hip_valid_;
     detail::DsHllState st;
     st.lg_k = p_;
     st.registers = registers();
     ensure_histogram();
     st.empty = empty();
     st.out_of_order = !hip;
-    st.hip = hip ? hip_ : 0.0;
+    st.hip = sparse_now ? estimate() : hip ? hip_ : 0.0;
     st.kxq0 = kxq0_;
     st.kxq1 = kxq1_;
     st.zeros = hist_[0];
@@ -652,6 +685,83 @@ inline HyperLogLog HyperLogLog::from_datasketches(std::span<const std::byte> byt
     return out;
 }
 
+// ---- PostgreSQL hll interop (codec: detail/hyperloglog_postgres.hpp) -------
+
+inline HyperLogLog HyperLogLog::postgres_compatible(int log2m, int regwidth) {
+    constexpr const char* who = "tally::HyperLogLog::postgres_compatible";
+    detail::check_range(who, "log2m", log2m, detail::pg_hll_min_log2m, detail::pg_hll_max_log2m);
+    detail::check_range(who, "regwidth", regwidth, detail::pg_hll_min_regwidth, detail::pg_hll_max_regwidth);
+    HyperLogLog out(log2m, HashMode::postgres);
+    out.pg_regwidth_ = static_cast<std::uint8_t>(regwidth);
+    return out;
+}
+
+inline std::vector<std::byte> HyperLogLog::to_postgres(const PostgresHllOptions& options) const {
+    if (mode_ != HashMode::postgres)
+        detail::throw_invalid_argument(std::string("tally::HyperLogLog::to_postgres: hash mode ") + mode_name(mode_) +
+                                       " registers do not line up with the extension's; use HashMode::postgres "
+                                       "(postgres_compatible())");
+    detail::pg_hll_check_options(options, "tally::HyperLogLog::to_postgres");
+    return detail::pg_hll_encode(registers(), p_, pg_regwidth_, options);
+}
+
+inline HyperLogLog HyperLogLog::from_postgres(std::span<const std::byte> bytes) {
+    detail::PgHllImage img = detail::pg_hll_decode(bytes);
+    HyperLogLog out = postgres_compatible(img.log2m, img.regwidth);
+    if (img.type == detail::PgHllType::explicit_list) {
+        // The hashes themselves: added as SQL added them (sparse while few).
+        for (const std::uint64_t h : img.elements) out.add_hash(h);
+        if (!out.registers_.empty()) out.hip_valid_ = false;  // sorted replay: Ertl, not HIP
+        out.total_ = 0;
+        return out;
+    }
+    if (img.type == detail::PgHllType::sparse && !img.entries.empty()) {
+        const std::size_t m = out.register_count();
+        if (m <= detail::pg_hll_dense_decode_bytes(bytes.size())) {
+            out.registers_.assign(m, 0);
+            for (const std::uint32_t e : img.entries) out.registers_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
+            out.rebuild_from_registers();
+            out.hip_valid_ = false;
+        } else {
+            // 2^17 registers from a few bytes: kept as sparse entries that set
+            // exactly these registers (an entry per register).
+            out.sparse_ = detail::pg_hll_sparse_entries(img.entries, out.p_);
+            out.sparse_changed();
+        }
+    } else if (img.type == detail::PgHllType::full) {
+        out.registers_ = std::move(img.registers);
+        out.rebuild_from_registers();
+        out.hip_valid_ = out.empty();
+    }
+    return out;
+}
+
+template <class T>
+    requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
+inline std::uint64_t HyperLogLog::postgres_hash_of(const T& item) noexcept {
+    using D = std::decay_t<T>;
+    if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
+        const char* s = item;
+        return s == nullptr ? detail::pg_hll_hash_bytes(nullptr, 0) : detail::pg_hll_hash_bytes(s, std::strlen(s));
+    } else if constexpr (detail::HllByteString<T>) {
+        const std::string_view s = item;
+        return detail::pg_hll_hash_bytes(s.data(), s.size());
+    } else if constexpr (std::is_same_v<D, std::span<const std::byte>> || std::is_same_v<D, std::span<std::byte>> ||
+                         std::is_same_v<D, std::span<const unsigned char>>) {
+        return detail::pg_hll_hash_bytes(item.data(), item.size());
+    } else if constexpr (std::is_same_v<D, bool>) {
+        return detail::pg_hll_hash_integer(static_cast<std::uint8_t>(item ? 1 : 0));
+    } else if constexpr (std::is_integral_v<D>) {
+        return detail::pg_hll_hash_integer(item);
+    } else if constexpr (std::is_same_v<D, double>) {
+        return detail::pg_hll_hash_integer(std::bit_cast<std::uint64_t>(item));
+    } else if constexpr (std::is_same_v<D, float>) {
+        return detail::pg_hll_hash_integer(std::bit_cast<std::uint32_t>(item));
+    } else {
+        return hash_of(item);
+    }
+}
+
 // ---- private ---------------------------------------------------------------
 
 inline int HyperLogLog::check_precision(int precision, const char* who) {
@@ -660,7 +770,10 @@ inline int HyperLogLog::check_precision(int precision, const char* who) {
 }
 
 inline const char* HyperLogLog::mode_name(HashMode mode) noexcept {
-    return mode == HashMode::tally ? "tally" : mode == HashMode::redis ? "redis" : "datasketches";
+    return mode == HashMode::tally          ? "tally"
+           : mode == HashMode::redis        ? "redis"
+           : mode == HashMode::datasketches ? "datasketches"
+                                            : "postgres";
 }
 
 inline std::size_t HyperLogLog::varint_size(std::size_t v) noexcept {
@@ -846,8 +959,12 @@ inline void HyperLogLog::add_hash_sparse(std::uint64_t hash) noexcept {
         e = detail::hll_sparse_entry_tally(hash);
     else if (mode_ == HashMode::redis)
         e = detail::hll_sparse_entry_redis(hash);
-    else
+    else if (mode_ == HashMode::datasketches)
         e = detail::hll_sparse_entry_ds(hash, hash);
+    else if ((hash >> p_) == 0)  // postgres: a zero rest sets no register
+        return;
+    else  // postgres: redis's entry; the cap applies where the entry becomes a register
+        e = detail::hll_sparse_entry_redis(hash);
     insert_sparse(e);
 }
 

@@ -78,6 +78,12 @@ inline HllRegisterUpdate hll_sparse_register(std::uint32_t entry, int p, std::ui
         return {static_cast<std::size_t>(index >> k), static_cast<std::uint8_t>(r)};
     }
     const std::size_t reg = index & ((std::uint32_t{1} << p) - 1);
+    if ((mode & 15) == 3) {  // postgres: the redis rule, capped at 2^regwidth - 1 (regwidth in the high nibble)
+        const std::uint32_t high = index >> p;
+        const int r = high != 0 ? std::countr_zero(high) + 1 : k + rank;
+        const int cap = (1 << (mode >> 4)) - 1;
+        return {reg, static_cast<std::uint8_t>(r < cap ? r : cap)};
+    }
     if (mode == 1) {
         const std::uint32_t high = index >> p;
         const int r = high != 0 ? std::countr_zero(high) + 1 : k + rank;
