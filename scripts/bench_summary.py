@@ -62,6 +62,7 @@ HEADLINE = {
     "bloom_filter": ["BM_bloom/contains_hit/100K", "BM_bloom_batch/contains_hit/100K", "BM_bloom_batch/contains_hit/10M"],
     "reservoir": ["BM_algorithm_l_add/1024", "BM_algorithm_l_add_range/1024"],
     "tdigest": ["BM_add/100", "BM_quantile/100"],
+    "kll": [("BM_kll_add/200", "BM_sort_baseline_add"), ("BM_kll_rank/200", "BM_sort_baseline_rank")],
     "windowed": ["BM_View<Hll, tally::Windowed<tally::HyperLogLog, 61>, 1000>/manual_time"],
 }
 
@@ -82,6 +83,7 @@ PAIRS = {
 DEFAULT_BASELINE = {
     "limiters": "BM_mutex_token_bucket_baseline",
     "tdigest": "BM_sort_baseline",
+    "kll": "BM_sort_baseline_add",
     "count_min": "BM_count_min_add_textbook_baseline",
     "top_k": "BM_unordered_map_baseline",
     "bloom_filter": "BM_classic_bloom_baseline",
