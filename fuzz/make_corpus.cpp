@@ -83,6 +83,21 @@ int main(int argc, char** argv) {
                                              0x40, 0x10, 0x84, 0x7f, 0xec};
         put("hyperloglog_redis", "sparse_vals", sparse_vals, sizeof sparse_vals);
     }
+    for (const auto& [log2m, regwidth] : {std::pair{4, 1}, std::pair{11, 5}, std::pair{14, 6}, std::pair{17, 7}}) {
+        // PostgreSQL hll values: EMPTY, SPARSE, FULL, and an EXPLICIT list of hashes.
+        const std::string sfx = "_" + std::to_string(log2m) + "_" + std::to_string(regwidth);
+        tally::HyperLogLog h = tally::HyperLogLog::postgres_compatible(log2m, regwidth);
+        put("hyperloglog_postgres", "empty" + sfx, h.to_postgres());
+        std::vector<std::uint64_t> hashes;
+        for (std::int64_t i = 0; i < 40; ++i) {
+            h.add(i);
+            hashes.push_back(tally::HyperLogLog::postgres_hash_of(i));
+        }
+        put("hyperloglog_postgres", "sparse" + sfx, h.to_postgres());
+        put("hyperloglog_postgres", "explicit" + sfx, tally::detail::pg_hll_encode_explicit(hashes, log2m, regwidth, {}));
+        for (std::int64_t i = 40; i < 20'000; ++i) h.add(i);
+        put("hyperloglog_postgres", "full" + sfx, h.to_postgres(tally::PostgresHllOptions{0, false, -1}));
+    }
     for (int p : {3, 10, 16}) {  // UltraLogLog: empty, sparse, dense, merged (no martingale)
         tally::UltraLogLog u(p);
         put("ultraloglog", "empty_p" + std::to_string(p), u.serialize());
