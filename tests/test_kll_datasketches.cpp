@@ -186,3 +186,25 @@ TEST_CASE("KllSketch::from_datasketches validates every field", "[kll][datasketc
         }
     }
 }
+
+TEST_CASE("KllSketch: a decoded DataSketches image keeps adding and merging", "[kll][datasketches]") {
+    const auto ds = read_bytes(fixture_dir() + "ds_double_k200_n1000000.bin");
+    KllSketch<double> s = KllSketch<double>::from_datasketches(ds);
+    const std::size_t decoded_bytes = s.memory_bytes();
+    KllSketch<double> copy = s;
+    // the stream continues with 10^5 more items of the same distribution
+    for (std::uint64_t i = 0; i < 100000; ++i) s.add(datum(77, i));
+    CHECK(s.total() == 1100000);
+    CHECK(s.memory_bytes() > decoded_bytes);  // the free space came with the first add
+    const double eps = s.normalized_rank_error();
+    // uniform on [0, 1) with 1/7 of the mass at 0.5: rank(0.25) = 6/7 * 0.25
+    CHECK(std::fabs(s.rank(0.25) - 6.0 / 7 * 0.25) <= eps);
+    CHECK(std::fabs(s.rank(0.75) - (6.0 / 7 * 0.75 + 1.0 / 7)) <= eps);
+    CHECK(s.quantile(0.5) == 0.5);  // inside the tie
+    copy.merge(s);
+    CHECK(copy.total() == 2100000);
+    CHECK(std::fabs(copy.rank(0.25) - 6.0 / 7 * 0.25) <= eps);
+    // and exports an image that decodes to the same answers
+    const KllSketch<double> again = KllSketch<double>::from_datasketches(copy.to_datasketches());
+    for (int i = 0; i <= 20; ++i) CHECK(again.quantile(i / 20.0) == copy.quantile(i / 20.0));
+}
