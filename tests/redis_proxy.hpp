@@ -170,15 +170,20 @@ class FaultProxy {
                     }
                     std::string chunk(buf, static_cast<std::size_t>(n));
                     switch (mode) {
-                        case Mode::pass: p.to_client.push_back({now, std::move(chunk)}); break;
-                        case Mode::delay: p.to_client.push_back({now + interval, std::move(chunk)}); break;
+                        case Mode::pass:
+                            p.to_client.push_back({now, std::move(chunk)});
+                            break;
+                        case Mode::delay:
+                            p.to_client.push_back({now + interval, std::move(chunk)});
+                            break;
                         case Mode::trickle:
                             for (const char ch : chunk) {
                                 p.last_ready = std::max(p.last_ready, now) + interval;
                                 p.to_client.push_back({p.last_ready, std::string(1, ch)});
                             }
                             break;
-                        case Mode::swallow: break;
+                        case Mode::swallow:
+                            break;
                         case Mode::cut_reply:
                             chunk.resize(std::max<std::size_t>(1, chunk.size() / 2));
                             p.to_client.push_back({now, std::move(chunk)});

@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "catch.hpp"
@@ -372,6 +373,64 @@ TEST_CASE("cluster: MOVED and ASK while a slot migrates; decisions stay exact", 
     CHECK(tally_test::must(nodes[to].command({"CLUSTER", "COUNTKEYSINSLOT", s})).integer == 10);
     CHECK(tally_test::must(nodes[from].command({"CLUSTER", "COUNTKEYSINSLOT", s})).integer == 0);
     CHECK(limiter.degraded_count() == 0);
+}
+
+TEST_CASE("cluster: TRYAGAIN is retried with backoff until the call's deadline", "[redis][cluster]") {
+    TALLY_REQUIRE_REDIS_CLUSTER();
+    auto& cluster = shared_cluster(binary, cli);
+    auto nodes = admins(cluster);
+    tally::redis::Options o;
+    o.key_prefix = "try:";
+    o.command_timeout = std::chrono::milliseconds(150);
+    o.connect_timeout = std::chrono::milliseconds(500);
+    auto client = tally::redis::Client::connect_cluster(cluster.seeds(), o);
+    const Quota q = Quota::per_hour(30);
+    tally::redis::GcraLimiter limiter(client, q);
+    // Two keys of one slot; move one of them: a two-key call finds one key on
+    // each node and is answered TRYAGAIN until the other moves too.
+    const std::string tag = "{again}";
+    const std::string s = std::to_string(cluster_slot(tag));
+    const std::size_t from = owner_of(cluster, nodes[0], cluster_slot(tag));
+    const std::size_t to = (from + 1) % cluster.size();
+    const std::string from_id = node_id(nodes[from]), to_id = node_id(nodes[to]);
+    const std::string ka = tag + "a", kb = tag + "b";
+    const tally::redis::Limit both[2] = {{ka, q, 1}, {kb, q, 1}};
+    REQUIRE_FALSE(limiter.try_acquire_all(both).degraded);
+    auto ok = [](const std::optional<Reply>& r) {
+        REQUIRE(r.has_value());
+        INFO(r->str);
+        REQUIRE(r->type == Reply::Type::status);
+    };
+    ok(nodes[to].command({"CLUSTER", "SETSLOT", s, "IMPORTING", from_id}));
+    ok(nodes[from].command({"CLUSTER", "SETSLOT", s, "MIGRATING", to_id}));
+    const std::string to_port = std::to_string(cluster.port(to));
+    ok(nodes[from].command({"MIGRATE", "127.0.0.1", to_port, "", "0", "5000", "KEYS", "try:" + tag + "a"}));
+    // Split for good: retried until the deadline (not a fixed count), then
+    // degraded with the server's reason.
+    const auto t0 = std::chrono::steady_clock::now();
+    const Decision split = limiter.try_acquire_all(both);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    INFO("took " << std::chrono::duration_cast<std::chrono::microseconds>(took).count() << " us: "
+                 << limiter.last_error());
+    CHECK(split.degraded);
+    // The last retry either got TRYAGAIN again or was cut by the deadline.
+    CHECK((limiter.last_error().find("TRYAGAIN") != std::string::npos ||
+           limiter.last_error().find("timed out") != std::string::npos));
+    CHECK(took >= std::chrono::milliseconds(120));
+    CHECK(took <= std::chrono::milliseconds(160));
+    // The migration finishes 40 ms into a call: the retries then succeed.
+    std::thread mover([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(40));
+        auto admin = tally::redis::Client::connect("127.0.0.1", cluster.port(from), generous());
+        (void)admin.command({"MIGRATE", "127.0.0.1", to_port, "", "0", "5000", "KEYS", "try:" + tag + "b"});
+    });
+    const Decision later = limiter.try_acquire_all(both);
+    mover.join();
+    CHECK_FALSE(later.degraded);
+    CHECK((later.allowed && later.remaining == 28));
+    for (const std::size_t i : {to, from}) ok(nodes[i].command({"CLUSTER", "SETSLOT", s, "NODE", to_id}));
+    for (std::size_t i = 0; i < cluster.size(); ++i)
+        if (i != to && i != from) ok(nodes[i].command({"CLUSTER", "SETSLOT", s, "NODE", to_id}));
 }
 
 // Last: it kills a node (and restarts it empty).

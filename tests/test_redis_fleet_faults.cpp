@@ -6,8 +6,8 @@
 // that forget the sentinel exceed it); servers that can evict limiter keys
 // are refused; caller-time keys outlive max_clock_skew; limiters take their
 // Client's Options.
-#include <tally/redis.hpp>
 #include <tally/limit/gcra.hpp>
+#include <tally/redis.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -104,8 +104,10 @@ TEST_CASE("redis deadline: delayed, trickled, swallowed and cut replies end with
         for (int i = 0; i < 4; ++i) {
             Decision d{false, 0, 0, 0};
             worst = std::max(worst, timed([&] { d = limiter.try_acquire("k"); }));
-            if (d.degraded) ++degraded;
-            else if (d.allowed) ++admitted;
+            if (d.degraded)
+                ++degraded;
+            else if (d.allowed)
+                ++admitted;
             std::vector<std::string_view> keys{"k", "b1", "b2"};
             std::vector<Decision> out(3, Decision{false, 0, 0, 0});
             worst = std::max(worst, timed([&] { limiter.try_acquire_batch(keys, out); }));
@@ -205,8 +207,8 @@ TEST_CASE("redis deadline: 8 threads sharing one Client through a 1 s SIGSTOP ne
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     stop.store(true);
     for (auto& th : threads) th.join();
-    INFO("worst call " << worst_us.load() / 1000.0 << " ms; calls while paused " << calls_during.load()
-                       << ", degraded " << degraded_during.load() << "; pool " << client.pool_size());
+    INFO("worst call " << worst_us.load() / 1000.0 << " ms; calls while paused " << calls_during.load() << ", degraded "
+                       << degraded_during.load() << "; pool " << client.pool_size());
     CHECK(worst_us.load() <= std::chrono::duration_cast<std::chrono::microseconds>(kBound).count());
     // Every thread keeps answering at its own pace: about 1 s / 50 ms calls
     // each (lease-served calls add more), not one timeout after another.
@@ -237,8 +239,8 @@ FleetRun fleet_across_losses(tally_test::RedisServer& server, const Quota& q, bo
         limiters.clear();
         clients.clear();
         for (int i = 0; i < kClients; ++i) {
-            clients.push_back(std::make_unique<tally::redis::Client>(
-                tally::redis::Client::connect("127.0.0.1", server.port(), o)));
+            clients.push_back(
+                std::make_unique<tally::redis::Client>(tally::redis::Client::connect("127.0.0.1", server.port(), o)));
             limiters.push_back(std::make_unique<tally::redis::GcraLimiter>(*clients.back(), q));
         }
     };
@@ -283,7 +285,8 @@ FleetRun fleet_across_losses(tally_test::RedisServer& server, const Quota& q, bo
     auto event = [&](auto&& make_event) {
         if (!fresh_clients) return make_event();
         phase.fetch_add(1);
-        for (int k = 0; k < 5000 && parked.load() < kClients; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (int k = 0; k < 5000 && parked.load() < kClients; ++k)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         for (auto& c : clients) out.lost_events += c->lost_state_events();
         make_event();
         make();
@@ -309,9 +312,10 @@ FleetRun fleet_across_losses(tally_test::RedisServer& server, const Quota& q, bo
 
 }  // namespace
 
-TEST_CASE("redis lost state: across FLUSHALL and a restart without persistence, 4 clients admit at most "
-          "b + rate x span + one burst",
-          "[redis][faults][lost]") {
+TEST_CASE(
+    "redis lost state: across FLUSHALL and a restart without persistence, 4 clients admit at most "
+    "b + rate x span + one burst",
+    "[redis][faults][lost]") {
     TALLY_REQUIRE_REDIS_SERVER(binary);
     tally_test::RedisServer server(binary);
     // 100 per second, bursts of 200: every event that forgets a drained key
@@ -324,14 +328,13 @@ TEST_CASE("redis lost state: across FLUSHALL and a restart without persistence, 
         INFO("admitted " << r.admitted << " over " << r.span_s << " s, bound " << bound << ", degraded " << r.degraded
                          << ", losses detected " << r.lost_events);
         CHECK(static_cast<double>(r.admitted) <= bound);
-        CHECK(r.lost_events >= 2);  // at least one client noticed each event
+        CHECK(r.lost_events >= 2);                                     // at least one client noticed each event
         CHECK(static_cast<double>(r.admitted) > rate * r.span_s / 2);  // and the limit kept admitting
     }
     SECTION("negative control: clients that forget the sentinel over-admit by a burst per event") {
         const FleetRun r = fleet_across_losses(server, q, true);
         const double bound = b + rate * r.span_s + b;
-        INFO("admitted " << r.admitted << " over " << r.span_s << " s, bound " << bound << ", degraded "
-                         << r.degraded);
+        INFO("admitted " << r.admitted << " over " << r.span_s << " s, bound " << bound << ", degraded " << r.degraded);
         CHECK(r.lost_events == 0);
         CHECK(static_cast<double>(r.admitted) > bound);
     }
@@ -457,6 +460,6 @@ TEST_CASE("redis options: a limiter built from a Client takes its Options unless
     const Decision a = inherits.try_acquire("k");
     const Decision b = separate.try_acquire("k");
     server.resume();
-    CHECK(a == Decision{true, 0, 0, 0, true});               // the Client's fail mode: open
-    CHECK(b == Decision{false, 0, 50'000'000, 0, true});     // its own: closed
+    CHECK(a == Decision{true, 0, 0, 0, true});            // the Client's fail mode: open
+    CHECK(b == Decision{false, 0, 50'000'000, 0, true});  // its own: closed
 }

@@ -126,8 +126,7 @@ class Client {
                 port = port * 10 + static_cast<unsigned long>(seed[i] - '0');
             }
             if (!digits || colon == 0)
-                tally::detail::throw_invalid_argument(std::string(who) + ": seed \"" + seed +
-                                                      "\" is not host:port");
+                tally::detail::throw_invalid_argument(std::string(who) + ": seed \"" + seed + "\" is not host:port");
             tally::detail::check_range(who, "seed port", port, 1UL, 65535UL);
             c.s_->add_node(seed.substr(0, colon), static_cast<int>(port));
         }
@@ -174,9 +173,7 @@ class Client {
     [[nodiscard]] std::uint64_t round_trips() const noexcept { return s_->trips.load(std::memory_order_relaxed); }
     /// Losses of state detected through the sentinel (restart without
     /// persistence, FLUSHALL, a lossy failover) since the Client was made.
-    [[nodiscard]] std::uint64_t lost_state_events() const noexcept {
-        return s_->lost.load(std::memory_order_relaxed);
-    }
+    [[nodiscard]] std::uint64_t lost_state_events() const noexcept { return s_->lost.load(std::memory_order_relaxed); }
     /// The maxmemory-policy the last new connection read ("" when unknown:
     /// not connected yet, or CONFIG disabled).
     [[nodiscard]] std::string maxmemory_policy() const {
@@ -352,7 +349,8 @@ class Client {
         bool open(const std::string& host, int port, std::chrono::milliseconds connect_timeout, Deadline deadline,
                   const std::string& where) {
             ctx.reset();
-            redisContext* c = port < 0 ? redisConnectUnixNonBlock(host.c_str()) : redisConnectNonBlock(host.c_str(), port);
+            redisContext* c =
+                port < 0 ? redisConnectUnixNonBlock(host.c_str()) : redisConnectNonBlock(host.c_str(), port);
             if (c == nullptr) return fail("cannot allocate a hiredis context");
             ctx.reset(c);
             if (c->err != 0) return fail("connect to " + where + " failed: " + c->errstr);
@@ -599,8 +597,10 @@ class Client {
         }
         void release(Node& n, std::unique_ptr<Conn> c) {
             std::lock_guard<std::mutex> lock(mu);
-            if (c && c->alive()) n.idle.push_back(std::move(c));
-            else --n.open;
+            if (c && c->alive())
+                n.idle.push_back(std::move(c));
+            else
+                --n.open;
             n.cv.notify_one();
         }
 
@@ -614,7 +614,8 @@ class Client {
             {
                 std::lock_guard<std::mutex> lock(mu);
                 for (const std::size_t i : g.idx)
-                    if (const auto* call = items[i].call; call != nullptr && !n.loaded[static_cast<std::size_t>(call->script)])
+                    if (const auto* call = items[i].call;
+                        call != nullptr && !n.loaded[static_cast<std::size_t>(call->script)])
                         need[static_cast<std::size_t>(call->script)] = true;
                 seen = n.seen;
             }
@@ -623,14 +624,16 @@ class Client {
             for (std::size_t s = 0; s < protocol::script_count; ++s) {
                 bool used = need[s];
                 for (std::size_t k = 0; !used && k < g.idx.size(); ++k)
-                    used = items[g.idx[k]].call != nullptr && static_cast<std::size_t>(items[g.idx[k]].call->script) == s;
+                    used =
+                        items[g.idx[k]].call != nullptr && static_cast<std::size_t>(items[g.idx[k]].call->script) == s;
                 if (!used) continue;
                 sha[s] = sha_of(static_cast<protocol::Script>(s));
                 if (sha[s].empty()) {  // the first load of the process: learn the SHA1
                     if (!load_now(n, c, static_cast<protocol::Script>(s), d)) return false;
                     sha[s] = sha_of(static_cast<protocol::Script>(s));
                 } else if (need[s]) {
-                    const std::string_view args[3] = {"SCRIPT", "LOAD", protocol::script_source(static_cast<protocol::Script>(s))};
+                    const std::string_view args[3] = {"SCRIPT", "LOAD",
+                                                      protocol::script_source(static_cast<protocol::Script>(s))};
                     if (!c.append(args, n.where)) return false;
                     g.loads.push_back(static_cast<protocol::Script>(s));
                 }
@@ -674,7 +677,8 @@ class Client {
             Reply r;
             if (!c.append(args, n.where) || !c.flush(d, n.where) || !c.read(d, n.where, r)) return false;
             trips.fetch_add(1, std::memory_order_relaxed);
-            if (r.type != Reply::Type::string || r.str.size() != 40) return c.fail("SCRIPT LOAD failed on " + n.where + ": " + r.str);
+            if (r.type != Reply::Type::string || r.str.size() != 40)
+                return c.fail("SCRIPT LOAD failed on " + n.where + ": " + r.str);
             {
                 Shas& t = shas();
                 std::lock_guard<std::mutex> lock(t.mu);
@@ -710,7 +714,8 @@ class Client {
         }
         // Reads the replies of send() into replies[g.idx...]; NOSCRIPT: the
         // script did not run, reload it and repeat those calls once.
-        bool receive(Group& g, std::span<const Item> items, Deadline d, std::vector<Reply>& replies, bool again = false) {
+        bool receive(Group& g, std::span<const Item> items, Deadline d, std::vector<Reply>& replies,
+                     bool again = false) {
             Node& n = node(g.node);
             Conn& c = *g.conn;
             Reply r;
@@ -825,9 +830,8 @@ class Client {
                     master.elements[0].type != Reply::Type::string || master.elements[1].type != Reply::Type::integer ||
                     master.elements[1].integer < 1 || master.elements[1].integer > 65535)
                     return false;
-                const std::string host = master.elements[0].str.empty() || master.elements[0].str == "?"
-                                             ? asked
-                                             : master.elements[0].str;
+                const std::string host =
+                    master.elements[0].str.empty() || master.elements[0].str == "?" ? asked : master.elements[0].str;
                 const std::size_t n = node_index(host, static_cast<int>(master.elements[1].integer));
                 if (n == none) return false;
                 for (long long s = lo.integer; s <= hi.integer; ++s)
@@ -964,7 +968,8 @@ class Client {
                 }
                 if (wait) {
                     const auto left = d - Clock::now();
-                    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, std::max<Clock::duration>(left, {})));
+                    std::this_thread::sleep_for(
+                        std::min<Clock::duration>(backoff, std::max<Clock::duration>(left, {})));
                     backoff = std::min(backoff * 2, std::chrono::milliseconds(16));
                 }
                 pending = std::move(next);

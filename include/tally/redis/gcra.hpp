@@ -40,8 +40,9 @@ namespace redis {
 /// Clock: try_acquire uses the Redis server's TIME (microseconds, one clock
 /// for the fleet); try_acquire_at uses the caller's now_ns (tests, replays).
 /// A key's TTL is its time to full replenishment (+2 ms; caller's time: +
-/// Options::max_clock_skew), so Redis holds only keys that are not fresh. All-or-nothing: try_acquire_all charges every
-/// limit of the list or none. Failure: within the Client's command_timeout
+/// Options::max_clock_skew), so Redis holds only keys that are not fresh.
+/// All-or-nothing: try_acquire_all charges every limit of the list or none.
+/// Failure: within the Client's command_timeout
 /// from the call's entry, Options::on_error decides, the Decision is
 /// degraded and degraded_count() grows. Lost state: see Client.
 ///
