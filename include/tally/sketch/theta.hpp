@@ -6,6 +6,7 @@
 #include "../detail/abi.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -377,7 +378,6 @@ template <class Get>
 ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
     std::uint64_t theta = theta_max;
     std::uint64_t total = 0;
-    std::size_t room = 0;
     bool any = false;
     int max_lg = ThetaSketch::default_lg_k;
     bool first = true;
@@ -389,19 +389,52 @@ ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
         if (s.empty()) continue;
         any = true;
         theta = std::min(theta, s.theta64());
-        room += ThetaAccess::room(s);
     }
     if (lg_k == 0) lg_k = max_lg;
     detail::check_range("tally::theta_union", "lg_k", lg_k, ThetaSketch::min_lg_k, ThetaSketch::max_lg_k);
     if (!any) return ThetaAccess::make(lg_k, true, theta_max, nullptr, 0, total, true);
-    std::vector<std::uint64_t> pool(room);
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < m; ++i) {
-        const ThetaSketch& s = get(i);
-        if (!s.empty()) n = ThetaAccess::gather_below(s, theta, pool.data(), n);
-    }
+    // Histogram of the candidates' top bits, then gather only the lowest
+    // buckets that hold (twice) the k + 1 needed; widen if duplicates left
+    // fewer than k + 1 distinct hashes there.
+    const std::size_t k = std::size_t{1} << lg_k;
+    std::size_t cand = 0;
+    for (std::size_t i = 0; i < m; ++i) cand += get(i).empty() ? 0 : get(i).retained();
+    const int want_bits = std::clamp(static_cast<int>(std::bit_width(cand / 8)), 4, 16);
+    const int value_bits = static_cast<int>(std::bit_width(theta - 1));
+    const int shift = value_bits > want_bits ? value_bits - want_bits : 0;
+    const std::size_t nb = std::size_t{1} << (value_bits - shift);
+    std::vector<std::uint32_t> hist(nb, 0);
+    const auto each_below = [&](const ThetaSketch& s, std::uint64_t limit_value, auto&& f) {
+        if (ThetaAccess::compact(s)) {
+            for (const std::uint64_t v : ThetaAccess::sorted_below(s, limit_value)) f(v);
+        } else {
+            const std::uint64_t lim = limit_value - 1;
+            for (const std::uint64_t v : ThetaAccess::slots(s))
+                if (v - 1 < lim) f(v);
+        }
+    };
+    for (std::size_t i = 0; i < m; ++i)
+        if (!get(i).empty()) each_below(get(i), theta, [&](std::uint64_t v) { ++hist[v >> shift]; });
     std::vector<std::uint64_t> kept;
-    const std::uint64_t new_theta = theta_select_smallest(pool, n, theta, std::size_t{1} << lg_k, kept);
+    std::vector<std::uint64_t> pool;
+    std::uint64_t new_theta = theta;
+    std::size_t c = 0;
+    std::size_t cum = 0;
+    std::size_t goal = 2 * (k + 1);
+    for (;;) {
+        while (c < nb && cum < goal) cum += hist[c++];
+        const std::uint64_t limit_value = c == nb ? theta : std::min(theta, static_cast<std::uint64_t>(c) << shift);
+        pool.resize(cum);
+        std::size_t n = 0;
+        for (std::size_t i = 0; i < m; ++i)
+            if (!get(i).empty()) each_below(get(i), limit_value, [&](std::uint64_t v) { pool[n++] = v; });
+        const std::uint64_t t = theta_select_smallest(pool, n, limit_value, k, kept);
+        if (limit_value == theta || t < limit_value) {
+            new_theta = t;
+            break;
+        }
+        goal = 2 * cum + 1;
+    }
     const std::size_t kn = kept.size();
     return ThetaAccess::make(lg_k, false, new_theta, std::move(kept), kn, total, true);
 }
