@@ -69,6 +69,20 @@ void BM_add_u64_datasketches_mode(benchmark::State& state) {
     state.counters["rel_err"] = std::fabs(h.estimate() / static_cast<double>(i) - 1);
 }
 
+// A fresh p = 14 sketch fed range(0) distinct items per iteration: sparse
+// inserts while n <= 4096 (the break-even), then the dense path.
+void BM_add_u64_fresh(benchmark::State& state) {
+    const auto n = static_cast<std::uint64_t>(state.range(0));
+    std::uint64_t base = 0;
+    for (auto _ : state) {
+        HyperLogLog h(14);
+        for (std::uint64_t i = 0; i < n; ++i) h.add(base + i);
+        base += n;
+        benchmark::DoNotOptimize(h.estimate());
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+
 // Baseline: the register update alone (index, rank, max), no histogram and
 // no HIP accumulator: what add_hash did before the HIP estimator.
 struct PlainRegisters {
@@ -286,6 +300,7 @@ const bool registered = [] {
     std::vector<benchmark::internal::Benchmark*> all{
         benchmark::RegisterBenchmark("BM_add_u64", BM_add_u64)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_add_u64_datasketches_mode", BM_add_u64_datasketches_mode)->Arg(12)->Arg(14),
+        benchmark::RegisterBenchmark("BM_add_u64_fresh", BM_add_u64_fresh)->Arg(100)->Arg(4096)->Arg(10000000),
         benchmark::RegisterBenchmark("BM_add_hash", BM_add_hash)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_add_hash_plain_baseline", BM_add_hash_plain_baseline)->Arg(12)->Arg(14),
         benchmark::RegisterBenchmark("BM_add_string16", BM_add_string16)->Arg(12)->Arg(14),

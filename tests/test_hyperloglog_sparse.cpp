@@ -299,3 +299,30 @@ TEST_CASE("HyperLogLog sparse: Windowed buckets stay sparse", "[hyperloglog][spa
     CHECK(back.view(7 * bucket + 999).estimate() == v.estimate());
     CHECK(back.view(7 * bucket + 999) == v);
 }
+
+TEST_CASE("HyperLogLog sparse: empty dense frames and sparse DataSketches exports round-trip",
+          "[hyperloglog][sparse][serialize]") {
+    // Found by fuzzing: a version-3 dense frame of all-zero registers decodes to
+    // an empty sketch, written (and read back) as the empty sparse frame.
+    std::vector<std::byte> dense = {std::byte{'T'}, std::byte{'A'}, std::byte{'L'}, std::byte{'Y'}, std::byte{2},
+                                    std::byte{3},   std::byte{0},   std::byte{0},   std::byte{4},   std::byte{0},
+                                    std::byte{0},   std::byte{0}};
+    for (int i = 0; i < 8; ++i) dense.push_back(std::byte{0x13});  // total
+    dense.resize(dense.size() + 12, std::byte{0});                  // 16 six-bit zero registers
+    const HyperLogLog h = HyperLogLog::deserialize(dense);
+    CHECK(h.empty());
+    const auto once = h.serialize();
+    CHECK(once[10] == std::byte{2});
+    CHECK(HyperLogLog::deserialize(once).serialize() == once);
+    CHECK(HyperLogLog::deserialize(once).total() == h.total());
+    // A sparse datasketches-mode sketch past DataSketches' SET size (lg_k 8:
+    // 24 coupons) exports in HLL mode carrying its estimate as the HIP state.
+    HyperLogLog d(8, Mode::datasketches);
+    for (std::uint64_t i = 0; i < 40; ++i) d.add(i);
+    REQUIRE(d.sparse());
+    const HyperLogLog back = HyperLogLog::from_datasketches(d.to_datasketches());
+    CHECK_FALSE(back.sparse());
+    CHECK(back == d);
+    CHECK(back.estimator() == tally::HllEstimator::hip);
+    CHECK(back.estimate() == d.estimate());
+}
