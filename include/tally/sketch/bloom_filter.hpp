@@ -91,10 +91,26 @@ class BloomFilter {
     [[nodiscard]] bool contains(const T& item) const noexcept { return contains_hash(hash_of(item)); }
 
     /// Inserts a key by its 64-bit hash (all 64 bits should be well mixed).
-    void add_hash(std::uint64_t h) noexcept;
+    void add_hash(std::uint64_t h) noexcept {
+        ++single_adds_;
+        if constexpr (has_k8_kernel) {
+            if (TALLY_LIKELY(k8_unseeded_)) return add_k8(block_of(h), static_cast<std::uint32_t>(h));
+            return add_block_general(h);
+        }
+        add_block(h);
+    }
 
     /// Membership of a key by its 64-bit hash.
-    [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept;
+    [[nodiscard]] bool contains_hash(std::uint64_t h) const noexcept {
+        if constexpr (has_k8_kernel) {
+            if (TALLY_LIKELY(k8_)) {
+                h = detail::bloom_rehash(h, seed_);
+                return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
+            }
+            return contains_general(h);
+        }
+        return contains_block(h);
+    }
 
   private:
     // k = 8 in a 32- or 64-byte block (the 1% and 0.1% layouts) on x86-64
@@ -398,28 +414,6 @@ inline BloomFilter<BlockBytes>::BloomFilter(std::size_t expected_items, double f
                                        " needs more than " + std::to_string(detail::bloom_max_bytes) +
                                        " bytes (the maximum)");
     init(static_cast<std::size_t>(best_blocks), best_k);
-}
-
-template <std::size_t BlockBytes>
-inline void BloomFilter<BlockBytes>::add_hash(std::uint64_t h) noexcept {
-    ++single_adds_;
-    if constexpr (has_k8_kernel) {
-        if (TALLY_LIKELY(k8_unseeded_)) return add_k8(block_of(h), static_cast<std::uint32_t>(h));
-        return add_block_general(h);
-    }
-    add_block(h);
-}
-
-template <std::size_t BlockBytes>
-inline auto BloomFilter<BlockBytes>::contains_hash(std::uint64_t h) const noexcept -> bool {
-    if constexpr (has_k8_kernel) {
-        if (TALLY_LIKELY(k8_)) {
-            h = detail::bloom_rehash(h, seed_);
-            return contains_k8(block_of(h), static_cast<std::uint32_t>(h));
-        }
-        return contains_general(h);
-    }
-    return contains_block(h);
 }
 
 template <std::size_t BlockBytes>

@@ -116,7 +116,24 @@ class TopK {
     /// TopK<std::string>, `item` may be anything convertible to string_view.
     template <class K>
         requires detail::TopKKey<T, K>
-    void add(const K& item, std::uint64_t count = 1);
+    void add(const K& item, std::uint64_t count = 1) {
+        if (count == 0) return;
+        if constexpr (is_string) {
+            const StrKey key = detail::top_k_string_key(std::string_view(item));
+            if (TALLY_LIKELY(key.len <= detail::top_k_inline_max)) {
+                add_fast(key, hash_key(key), count);
+            } else {
+                add_slow(key, hash_key(key), count);
+            }
+        } else {
+            const T key = canonical(item);
+            if constexpr (branch_free) {
+                add_fast(key, slot_hash(key), count);
+            } else {
+                add_slow(key, slot_hash(key), count);
+            }
+        }
+    }
 
     /// Forgets every item; keeps the table size, k() and the seed.
     void clear() noexcept;
@@ -846,28 +863,6 @@ class TopK {
 };
 
 // ---- TopK: member definitions -------------------------------------
-
-template <class T>
-template <class K>
-requires detail::TopKKey<T, K>
-inline void TopK<T>::add(const K& item, std::uint64_t count) {
-    if (count == 0) return;
-    if constexpr (is_string) {
-        const StrKey key = detail::top_k_string_key(std::string_view(item));
-        if (TALLY_LIKELY(key.len <= detail::top_k_inline_max)) {
-            add_fast(key, hash_key(key), count);
-        } else {
-            add_slow(key, hash_key(key), count);
-        }
-    } else {
-        const T key = canonical(item);
-        if constexpr (branch_free) {
-            add_fast(key, slot_hash(key), count);
-        } else {
-            add_slow(key, slot_hash(key), count);
-        }
-    }
-}
 
 template <class T>
 inline void TopK<T>::clear() noexcept {

@@ -212,7 +212,16 @@ class SlidingCounter {
     }
 
     /// read(): advance `s` to now_ns, then return the exact estimate parts.
-    [[nodiscard]] SlidingEstimate read(State& s, std::uint64_t now_ns) const noexcept;
+    [[nodiscard]] SlidingEstimate read(State& s, std::uint64_t now_ns) const noexcept {
+        const std::uint64_t b = bucket_of(now_ns);
+        advance(s, b);
+        const std::uint64_t e = b < s.newest ? 0 : elapsed_of(now_ns, b);
+        const std::size_t p = pos_of(s.newest);
+        const Slot total = total_at(s, p);
+        const Slot oldest = s.slots[next_pos(p)];
+        return SlidingEstimate{static_cast<std::uint64_t>(static_cast<Slot>(total - oldest)), oldest,
+                               bucket_ns_ - e, bucket_ns_};
+    }
 
     /// estimate(): read(s, now).value().
     [[nodiscard]] double estimate(State& s, std::uint64_t now_ns) const noexcept { return read(s, now_ns).value(); }
@@ -225,7 +234,22 @@ class SlidingCounter {
 
     /// allow(): admit iff estimate(now) + cost <= limit exactly; if admitted,
     /// charge(s, now, cost). Denied requests change nothing but the roll.
-    bool allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost = 1) const noexcept;
+    bool allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost = 1) const noexcept {
+        const SlidingEstimate est = read(s, now_ns);
+        if (!est.admits(limit, cost)) return false;
+        const std::uint64_t b = bucket_of(now_ns);
+        const std::size_t p = pos_of(s.newest);
+        const Slot total = static_cast<Slot>(est.rest + est.oldest);
+        const Slot c = cost > max_count ? max_count : static_cast<Slot>(cost);
+        // Common case: charge the newest bucket without saturating: one
+        // increment (of the total with running_total, else of the newest slot).
+        if (TALLY_LIKELY(b == s.newest && c <= static_cast<Slot>(max_count - total))) {
+            s.slots[p] = static_cast<Slot>(s.slots[p] + c);
+            return true;
+        }
+        add_at(s, s.newest - b >= Slots ? s.newest : b, c);
+        return true;
+    }
 
     /// is_fresh(): true iff `s` is indistinguishable from State{} for every
     /// operation at times >= now_ns (every count still in the window at now is
@@ -427,36 +451,6 @@ inline SlidingCounter<Slot, Slots, Options>::SlidingCounter(std::uint64_t bucket
                                            ")");
         shift_ = static_cast<unsigned>(std::countr_zero(bucket_ns));
     }
-}
-
-template <class Slot, std::size_t Slots, SlidingOptions Options>
-inline auto SlidingCounter<Slot, Slots, Options>::read(State& s, std::uint64_t now_ns) const noexcept -> SlidingEstimate {
-    const std::uint64_t b = bucket_of(now_ns);
-    advance(s, b);
-    const std::uint64_t e = b < s.newest ? 0 : elapsed_of(now_ns, b);
-    const std::size_t p = pos_of(s.newest);
-    const Slot total = total_at(s, p);
-    const Slot oldest = s.slots[next_pos(p)];
-    return SlidingEstimate{static_cast<std::uint64_t>(static_cast<Slot>(total - oldest)), oldest,
-                           bucket_ns_ - e, bucket_ns_};
-}
-
-template <class Slot, std::size_t Slots, SlidingOptions Options>
-inline auto SlidingCounter<Slot, Slots, Options>::allow(State& s, std::uint64_t now_ns, std::uint64_t limit, std::uint64_t cost) const noexcept -> bool {
-    const SlidingEstimate est = read(s, now_ns);
-    if (!est.admits(limit, cost)) return false;
-    const std::uint64_t b = bucket_of(now_ns);
-    const std::size_t p = pos_of(s.newest);
-    const Slot total = static_cast<Slot>(est.rest + est.oldest);
-    const Slot c = cost > max_count ? max_count : static_cast<Slot>(cost);
-    // Common case: charge the newest bucket without saturating: one
-    // increment (of the total with running_total, else of the newest slot).
-    if (TALLY_LIKELY(b == s.newest && c <= static_cast<Slot>(max_count - total))) {
-        s.slots[p] = static_cast<Slot>(s.slots[p] + c);
-        return true;
-    }
-    add_at(s, s.newest - b >= Slots ? s.newest : b, c);
-    return true;
 }
 
 template <class Slot, std::size_t Slots, SlidingOptions Options>
