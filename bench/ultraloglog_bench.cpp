@@ -31,8 +31,12 @@ void add_hash_loop(benchmark::State& state) {
     benchmark::DoNotOptimize(s.estimate());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
-void BM_add_hash(benchmark::State& state) { add_hash_loop<UltraLogLog>(state); }
-void BM_add_hash_hyperloglog_baseline(benchmark::State& state) { add_hash_loop<HyperLogLog>(state); }
+void BM_add_hash(benchmark::State& state) {
+    add_hash_loop<UltraLogLog>(state);
+}
+void BM_add_hash_hyperloglog_baseline(benchmark::State& state) {
+    add_hash_loop<HyperLogLog>(state);
+}
 
 // Items through tally::Hasher (distinct u64 keys).
 template <class S>
@@ -43,8 +47,12 @@ void add_u64_loop(benchmark::State& state) {
     benchmark::DoNotOptimize(s.estimate());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
-void BM_add_u64(benchmark::State& state) { add_u64_loop<UltraLogLog>(state); }
-void BM_add_u64_hyperloglog_baseline(benchmark::State& state) { add_u64_loop<HyperLogLog>(state); }
+void BM_add_u64(benchmark::State& state) {
+    add_u64_loop<UltraLogLog>(state);
+}
+void BM_add_u64_hyperloglog_baseline(benchmark::State& state) {
+    add_u64_loop<HyperLogLog>(state);
+}
 
 // A Zipf stream: mostly repeated keys, as in real traffic.
 template <class S>
@@ -56,8 +64,12 @@ void add_zipf_loop(benchmark::State& state) {
     benchmark::DoNotOptimize(s.estimate());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
-void BM_add_zipf(benchmark::State& state) { add_zipf_loop<UltraLogLog>(state); }
-void BM_add_zipf_hyperloglog_baseline(benchmark::State& state) { add_zipf_loop<HyperLogLog>(state); }
+void BM_add_zipf(benchmark::State& state) {
+    add_zipf_loop<UltraLogLog>(state);
+}
+void BM_add_zipf_hyperloglog_baseline(benchmark::State& state) {
+    add_zipf_loop<HyperLogLog>(state);
+}
 
 template <class S>
 S filled(int p, std::uint64_t n, std::uint64_t salt) {
@@ -74,8 +86,12 @@ void estimate_loop(benchmark::State& state) {
     for (auto _ : state) benchmark::DoNotOptimize(s.estimate());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
-void BM_estimate(benchmark::State& state) { estimate_loop<UltraLogLog>(state); }
-void BM_estimate_hyperloglog_baseline(benchmark::State& state) { estimate_loop<HyperLogLog>(state); }
+void BM_estimate(benchmark::State& state) {
+    estimate_loop<UltraLogLog>(state);
+}
+void BM_estimate_hyperloglog_baseline(benchmark::State& state) {
+    estimate_loop<HyperLogLog>(state);
+}
 
 // merge of two sketches of 10 m items each (the target's registers stay the
 // union, so every iteration does the whole register pass).
@@ -90,8 +106,12 @@ void merge_loop(benchmark::State& state) {
     }
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
-void BM_merge(benchmark::State& state) { merge_loop<UltraLogLog>(state); }
-void BM_merge_hyperloglog_baseline(benchmark::State& state) { merge_loop<HyperLogLog>(state); }
+void BM_merge(benchmark::State& state) {
+    merge_loop<UltraLogLog>(state);
+}
+void BM_merge_hyperloglog_baseline(benchmark::State& state) {
+    merge_loop<HyperLogLog>(state);
+}
 
 // merge, then estimate(): UltraLogLog's FGRA, HyperLogLog's Ertl estimate
 // (both rebuild their register histogram after the merge).
@@ -106,8 +126,12 @@ void merge_estimate_loop(benchmark::State& state) {
     }
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
-void BM_merge_estimate(benchmark::State& state) { merge_estimate_loop<UltraLogLog>(state); }
-void BM_merge_estimate_hyperloglog_baseline(benchmark::State& state) { merge_estimate_loop<HyperLogLog>(state); }
+void BM_merge_estimate(benchmark::State& state) {
+    merge_estimate_loop<UltraLogLog>(state);
+}
+void BM_merge_estimate_hyperloglog_baseline(benchmark::State& state) {
+    merge_estimate_loop<HyperLogLog>(state);
+}
 
 // The ML estimate of a merged sketch (no HyperLogLog counterpart here).
 void BM_merge_estimate_ml(benchmark::State& state) {

@@ -106,7 +106,8 @@ std::uint8_t reference_union(std::uint8_t a, std::uint8_t b) {
 std::vector<std::uint8_t> valid_registers(int p) {
     std::vector<std::uint8_t> v;
     for (int r = 0; r < 256; ++r)
-        if (tally::detail::ull_valid_register(static_cast<std::uint8_t>(r), p)) v.push_back(static_cast<std::uint8_t>(r));
+        if (tally::detail::ull_valid_register(static_cast<std::uint8_t>(r), p))
+            v.push_back(static_cast<std::uint8_t>(r));
     return v;
 }
 
@@ -406,12 +407,12 @@ TEST_CASE("UltraLogLog frame bytes are the documented layout", "[ultraloglog][go
     // total (u64), the martingale estimate (f64) when flagged, the registers.
     const auto frame = [](std::vector<std::uint8_t> tail) {
         std::vector<std::byte> out;
-        for (const int b : {int{'T'}, int{'A'}, int{'L'}, int{'Y'}, 12, 1, 0, 0}) out.push_back(static_cast<std::byte>(b));
+        for (const int b : {int{'T'}, int{'A'}, int{'L'}, int{'Y'}, 12, 1, 0, 0})
+            out.push_back(static_cast<std::byte>(b));
         for (const std::uint8_t b : tail) out.push_back(std::byte{b});
         return out;
     };
-    CHECK(UltraLogLog(3).serialize() ==
-          frame({3, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+    CHECK(UltraLogLog(3).serialize() == frame({3, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
     // Two hashes of the fixture's p = 3 stream: hash4j's state 00 00 00 00 08 00 00 00 (n = 1) and
     // the martingale sum 1 + 1 / (15/16) = 2.0666666666666664 (n = 2).
     UltraLogLog two = build(3, 0, 1003, 2);
@@ -449,8 +450,9 @@ TEST_CASE("UltraLogLog frame bytes are the documented layout", "[ultraloglog][go
                     FormatError);  // dense all-zero: the sparse form is shorter
     CHECK_THROWS_AS(UltraLogLog::deserialize(frame({27, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})),
                     FormatError);  // precision 27
-    CHECK_THROWS_AS(UltraLogLog::deserialize(frame({3, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0})),
-                    FormatError);  // an empty sketch whose martingale estimate is 1
+    CHECK_THROWS_AS(
+        UltraLogLog::deserialize(frame({3, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0})),
+        FormatError);  // an empty sketch whose martingale estimate is 1
     // p = 26, empty: decodes without allocating 64 MiB.
     const auto e26 = frame({26, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
     const UltraLogLog u26 = UltraLogLog::deserialize(e26);

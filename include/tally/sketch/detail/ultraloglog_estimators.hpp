@@ -143,7 +143,8 @@ struct UllFgra {
     UllFgra() noexcept
         : pow2_tau(std::pow(2.0, tau)), pow2_mtau(std::pow(2.0, -tau)), pow4_mtau(std::pow(4.0, -tau)), g{} {
         const double eta[4] = {eta0, eta1, eta2, eta3};
-        for (int i = 0; i < 252; ++i) g[static_cast<std::size_t>(i)] = eta[i & 3] * std::pow(2.0, -tau * ((i >> 2) + 3));
+        for (int i = 0; i < 252; ++i)
+            g[static_cast<std::size_t>(i)] = eta[i & 3] * std::pow(2.0, -tau * ((i >> 2) + 3));
     }
 
     // psi(z) / eta_x (psi of eq. 17).
