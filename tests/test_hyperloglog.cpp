@@ -33,11 +33,7 @@ using Mode = tally::HllHashMode;
 namespace {
 
 
-std::vector<std::byte> to_bytes(std::initializer_list<int> xs) {
-    std::vector<std::byte> v;
-    for (int x : xs) v.push_back(static_cast<std::byte>(x));
-    return v;
-}
+using tally::test::to_bytes;
 
 // A Redis sparse string: the 16-byte header Redis writes (cache marked
 // invalid, as right after PFADD) followed by `ops`.
@@ -48,9 +44,7 @@ std::string redis_sparse(std::initializer_list<int> ops) {
 }
 
 HyperLogLog filled(int p, std::uint64_t seed, std::uint64_t n, Mode mode = Mode::tally) {
-    HyperLogLog h(p, mode);
-    for (std::uint64_t i = 0; i < n; ++i) h.add_hash(mix64(i ^ seed));
-    return h;
+    return tally::test::filled(HyperLogLog(p, mode), n, [seed](HyperLogLog& h, std::uint64_t i) { h.add_hash(mix64(i ^ seed)); });
 }
 
 // Ertl's improved estimate evaluated independently: the closed form with the

@@ -30,11 +30,7 @@ namespace {
 constexpr double nan_v = std::numeric_limits<double>::quiet_NaN();
 constexpr double inf_v = std::numeric_limits<double>::infinity();
 
-std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
-    std::vector<std::byte> out;
-    for (auto b : v) out.push_back(static_cast<std::byte>(b));
-    return out;
-}
+using tally::test::to_bytes;
 
 
 double normal(Rng& r) {
