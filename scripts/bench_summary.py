@@ -57,7 +57,7 @@ HEADLINE = {
     "hash": ["BM_hash64/8", "BM_hash64/64"],
     "hyperloglog": ["BM_add_u64/14", "BM_hll_distinct/1000000"],
     "ultraloglog": ["BM_add_u64/14", "BM_merge_estimate/12"],
-    "theta": ["BM_theta_add/12", "BM_theta_distinct/1000000", "BM_theta_a_not_b/100000"],
+    "theta": ["BM_theta_add/12", "BM_theta_distinct/1000000"],
     "count_min": ["BM_count_min_add/2048"],
     "top_k": ["BM_top_k_add/100"],
     "bloom_filter": ["BM_bloom/contains_hit/100K", "BM_bloom_batch/contains_hit/100K", "BM_bloom_batch/contains_hit/10M"],
