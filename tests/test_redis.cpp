@@ -30,11 +30,7 @@ namespace {
 constexpr std::uint64_t kSecond = 1'000'000'000;
 constexpr std::uint64_t kMax = ~std::uint64_t{0};
 
-std::string show(const Decision& d) {
-    return std::string(d.allowed ? "allowed" : "denied") + " remaining " + std::to_string(d.remaining) + " retry " +
-           std::to_string(d.retry_after_ns) + " reset " + std::to_string(d.reset_after_ns) +
-           (d.degraded ? " DEGRADED" : "");
-}
+using tally::test::show;
 
 // Redis TIME in microseconds.
 std::uint64_t server_us(tally::redis::Client& c) {

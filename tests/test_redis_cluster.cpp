@@ -84,11 +84,7 @@ namespace {
 
 constexpr std::uint64_t kSecond = 1'000'000'000;
 
-std::string show(const Decision& d) {
-    return std::string(d.allowed ? "allowed" : "denied") + " remaining " + std::to_string(d.remaining) + " retry " +
-           std::to_string(d.retry_after_ns) + " reset " + std::to_string(d.reset_after_ns) +
-           (d.degraded ? " DEGRADED" : "");
-}
+using tally::test::show;
 
 // Skips (one line) without redis-server or redis-cli; fails under CI.
 #define TALLY_REQUIRE_REDIS_CLUSTER()                                                                        \
