@@ -72,10 +72,20 @@ std::map<std::string, Expected> manifest() {
 
 bool same_double(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
 
+// The bounds are a chain of multiplies and adds that compilers may fuse
+// (aarch64 GCC, Apple clang: -ffp-contract), so across platforms they may
+// differ from DataSketches' x86-64 output in the last bits; the estimate is a
+// single division and stays bit-identical.
+bool same_bound(double a, double b) {
+    const auto ia = static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(a));
+    const auto ib = static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(b));
+    return (a >= 0) == (b >= 0) && (ia > ib ? ia - ib : ib - ia) <= 4;
+}
+
 void check_matches(const ThetaSketch& s, const Expected& e) {
     CHECK(same_double(s.estimate(), e.estimate));
-    CHECK(same_double(s.lower_bound(2), e.lb2));
-    CHECK(same_double(s.upper_bound(2), e.ub2));
+    CHECK(same_bound(s.lower_bound(2), e.lb2));
+    CHECK(same_bound(s.upper_bound(2), e.ub2));
     CHECK(s.retained() == e.retained);
     CHECK(s.theta64() == e.theta64);
 }
