@@ -50,14 +50,7 @@ std::string fixture_dir() {
     return f.substr(0, f.find_last_of("/\\") + 1) + "fixtures/datasketches/";
 }
 
-std::vector<std::byte> read_fixture(const std::string& name) {
-    std::ifstream in(fixture_dir() + name, std::ios::binary);
-    REQUIRE(in.good());
-    const std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<std::byte> out(chars.size());
-    if (!chars.empty()) std::memcpy(out.data(), chars.data(), chars.size());
-    return out;
-}
+std::vector<std::byte> read_fixture(const std::string& name) { return tally::test::read_file_bytes(fixture_dir() + name); }
 
 double f64_at(const std::vector<std::byte>& b, std::size_t at) {
     std::uint64_t v = 0;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "test_support.hpp"
 #include "merge_laws.hpp"
 
 using tally::KllSketch;
@@ -48,14 +49,7 @@ std::string fixture_dir() {
     return f.substr(0, f.find_last_of("/\\") + 1) + "fixtures/datasketches/kll/";
 }
 
-std::vector<std::byte> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE(in.good());
-    std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<std::byte> b(c.size());
-    for (std::size_t i = 0; i < c.size(); ++i) b[i] = static_cast<std::byte>(c[i]);
-    return b;
-}
+std::vector<std::byte> read_bytes(const std::string& path) { return tally::test::read_file_bytes(path); }
 
 struct Answer {
     char kind;  // 'q' or 'r'

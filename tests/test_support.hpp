@@ -5,7 +5,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <initializer_list>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -15,6 +19,18 @@
 #include <tally/limit/decision.hpp>
 
 namespace tally::test {
+
+/// The bytes of the file at `path` (fixtures: golden images written by a
+/// reference implementation); std::runtime_error when it cannot be read, so
+/// a missing fixture fails the test instead of passing it with no bytes.
+inline std::vector<std::byte> read_file_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in.good()) throw std::runtime_error("cannot read fixture " + path);
+    const std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> out(chars.size());
+    if (!chars.empty()) std::memcpy(out.data(), chars.data(), chars.size());
+    return out;
+}
 
 /// Size of a big statistical test: `full` in optimized builds, `small` in
 /// sanitizer and emulator builds (TALLY_SMALL_TESTS). Tests that use it are
