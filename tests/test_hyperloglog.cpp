@@ -222,6 +222,63 @@ TEST_CASE("HyperLogLog: a sparse frame decodes without its 2^p registers", "[hyp
     }
 }
 
+TEST_CASE("HyperLogLog: a dense register-list frame decodes without its 2^p registers", "[hyperloglog][serialize]") {
+    // Format 3, p = 17, mode tally, encoding 1 (register list), no HIP,
+    // total 5: register 9 = 5, register 13 = 2, register 1014 = 7.
+    const auto bytes = to_bytes({'T', 'A', 'L', 'Y', 2, 3, 0, 0, 17, 0, 1, 0, 5, 0, 0, 0, 0, 0, 0, 0, 3, 9, 5, 3, 2,
+                                 0xe8, 0x07, 7});
+    HyperLogLog h(4);
+    CHECK(largest_allocation_of([&] { h = HyperLogLog::deserialize(bytes); }) < 1024);
+    // A dense sketch (Ertl over its registers), answered without the registers.
+    std::vector<std::byte> again;
+    CHECK(largest_allocation_of([&] {
+              CHECK_FALSE(h.sparse());
+              CHECK_FALSE(h.empty());
+              CHECK(h.estimator() == tally::HllEstimator::ertl);
+              CHECK(h.registers_equal_to(0) == (1u << 17) - 3);
+              CHECK(h.registers_equal_to(5) == 1);
+              CHECK(h.registers_equal_to(7) == 1);
+              CHECK(h.estimate() == h.ertl_estimate());
+              again = h.serialize();
+              const HyperLogLog copy = h;
+              CHECK(copy.estimate() == h.estimate());
+          }) < 1024);
+    CHECK(again == bytes);
+    CHECK(h.memory_bytes() < 1024);
+    // The register view and the sketch after its first mutation hold exactly
+    // the listed registers; the estimate does not move.
+    CHECK(h.registers()[9] == 5);
+    CHECK(h.registers()[13] == 2);
+    CHECK(h.registers()[1014] == 7);
+    CHECK(std::count(h.registers().begin(), h.registers().end(), std::uint8_t{0}) == (1 << 17) - 3);
+    const double before = h.estimate();
+    HyperLogLog a = HyperLogLog::deserialize(bytes);
+    a.add_hash((std::uint64_t{9} << 47) | (std::uint64_t{1} << 46));  // register 9, rank 1: no change
+    CHECK_FALSE(a.sparse());
+    CHECK(a.memory_bytes() >= (std::size_t{1} << 17));
+    CHECK(a == h);
+    CHECK(a.estimate() == before);
+    a.add_hash((std::uint64_t{20} << 47) | (std::uint64_t{1} << 45));  // register 20, rank 2
+    CHECK(a.registers()[20] == 2);
+    CHECK(a.registers_equal_to(2) == 2);
+    CHECK(a.estimate() > before);
+    // Merges: a list into a dense sketch, a dense sketch into a list, two lists.
+    HyperLogLog b = HyperLogLog::deserialize(bytes);
+    b.merge(a);
+    CHECK(b == a);
+    HyperLogLog c = a;
+    c.merge(HyperLogLog::deserialize(bytes));
+    CHECK(c == a);
+    HyperLogLog d = HyperLogLog::deserialize(bytes);
+    d.merge(HyperLogLog::deserialize(bytes));
+    CHECK(d == h);
+    CHECK(d.estimate() == before);
+    // reduce() reads the listed registers.
+    HyperLogLog e = HyperLogLog::deserialize(bytes);
+    e.add_hash((std::uint64_t{9} << 47) | (std::uint64_t{1} << 46));
+    CHECK(h.reduce(12) == e.reduce(12));
+}
+
 TEST_CASE("HyperLogLog: a frame is validated whole before anything is allocated", "[hyperloglog][serialize]") {
     // A 61-byte sparse p = 17 frame followed by 4 stray bytes.
     auto bytes = filled(17, 1, 4).serialize();

@@ -167,7 +167,7 @@ class HyperLogLog {
     [[nodiscard]] Estimator estimator() const noexcept;
 
     /// True while the sketch keeps sparse entries instead of 2^p registers.
-    [[nodiscard]] bool sparse() const noexcept { return registers_.empty(); }
+    [[nodiscard]] bool sparse() const noexcept { return is_sparse(); }
 
     /// Ertl's improved estimate from the register histogram, whatever the
     /// history (O(64)). For the same registers its value rounded half away
@@ -360,6 +360,12 @@ class HyperLogLog {
     // Exclusive access: the entries become 2^p registers; HIP starts from
     // the linear-counting estimate.
     void to_dense();
+    // Sparse entries (or the empty sketch), not a dense sketch's registers
+    // (allocated or still a decoded list).
+    bool is_sparse() const noexcept { return registers_.empty() && decoded_list_.empty(); }
+    // Exclusive access: a decoded register list becomes the 2^p registers
+    // (histogram and HIP state are already those of the registers).
+    void materialize_list();
     // Register array of a dense sketch, else the sparse view, else zeros.
     const std::uint8_t* register_data() const noexcept;
     // The mode for the sparse helpers and the frame: mode postgres carries
@@ -382,6 +388,11 @@ class HyperLogLog {
     mutable std::vector<std::uint8_t> registers_;    // 2^p registers when dense; empty while sparse
     std::vector<std::uint32_t> sparse_;               // sorted entries (index' << 6) | rank' while sparse
     mutable std::vector<std::uint8_t> sparse_view_;  // registers() of a sparse sketch, built on demand
+    // A dense sketch decoded from a register list (encoding 1) keeps the list,
+    // (index << 8) | value ascending, until first mutation: a few bytes of
+    // input never allocate 2^p registers. Its histogram is built at decode, so
+    // estimates need no registers; registers() builds the view on demand.
+    std::vector<std::uint32_t> decoded_list_;
 };
 
 static_assert(MergeableSummary<HyperLogLog>);

@@ -66,8 +66,11 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add(const T& item) noexcept {
         if (!detail::ds_hll_hash_item(item, h)) return;
         ++total_;
         if (TALLY_UNLIKELY(registers_.empty())) {
-            insert_sparse(detail::hll_sparse_entry_ds(h.h1, h.h2));
-            return;
+            if (decoded_list_.empty()) {
+                insert_sparse(detail::hll_sparse_entry_ds(h.h1, h.h2));
+                return;
+            }
+            materialize_list();
         }
         update_register_low_bits(h.h1, detail::ds_hll_rank(h.h2));
     } else if (mode_ == HashMode::redis) {
@@ -80,8 +83,11 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add(const T& item) noexcept {
 TALLY_ALWAYS_INLINE void HyperLogLog::add_hash(std::uint64_t hash) noexcept {
     ++total_;
     if (TALLY_UNLIKELY(registers_.empty())) {
-        add_hash_sparse(hash);
-        return;
+        if (decoded_list_.empty()) {
+            add_hash_sparse(hash);
+            return;
+        }
+        materialize_list();
     }
     std::size_t index;
     std::uint8_t rank;
@@ -106,6 +112,7 @@ inline void HyperLogLog::clear() noexcept {
     std::vector<std::uint8_t>().swap(registers_);
     std::vector<std::uint32_t>().swap(sparse_);
     std::vector<std::uint8_t>().swap(sparse_view_);
+    std::vector<std::uint32_t>().swap(decoded_list_);
     regs_state_.store(lazy_ready, std::memory_order_relaxed);
     reset_state();
 }
@@ -113,12 +120,12 @@ inline void HyperLogLog::clear() noexcept {
 // ---- queries ---------------------------------------------------------------
 
 inline double HyperLogLog::estimate() const noexcept {
-    if (registers_.empty()) return detail::hll_sparse_estimate(sparse_.size(), mode_byte());
+    if (is_sparse()) return detail::hll_sparse_estimate(sparse_.size(), mode_byte());
     return hip_valid_ ? hip_ : ertl_estimate();
 }
 
 inline HllEstimator HyperLogLog::estimator() const noexcept {
-    if (registers_.empty()) return Estimator::linear_counting;
+    if (is_sparse()) return Estimator::linear_counting;
     return hip_valid_ ? Estimator::hip : Estimator::ertl;
 }
 
@@ -142,7 +149,7 @@ inline double HyperLogLog::ertl_estimate() const noexcept {
 }
 
 inline double HyperLogLog::relative_standard_error() const noexcept {
-    if (registers_.empty()) {
+    if (is_sparse()) {
         const double n = estimate();
         if (n == 0.0) return 0.0;
         const double m = std::ldexp(1.0, detail::hll_sparse_precision(mode_byte()));
@@ -166,14 +173,14 @@ inline std::uint32_t HyperLogLog::registers_equal_to(int k) const noexcept {
 }
 
 inline bool HyperLogLog::empty() const noexcept {
-    if (registers_.empty()) return sparse_.empty();
+    if (is_sparse()) return sparse_.empty();
     // A pending histogram only follows a merge of two non-empty sketches.
     return hist_state_.load(std::memory_order_acquire) == lazy_ready && hist_[0] == register_count();
 }
 
 inline std::size_t HyperLogLog::memory_bytes() const noexcept {
     return sizeof(*this) + registers_.capacity() + sparse_.capacity() * sizeof(std::uint32_t) +
-           sparse_view_.capacity();
+           sparse_view_.capacity() + decoded_list_.capacity() * sizeof(std::uint32_t);
 }
 
 inline bool HyperLogLog::same_registers(const HyperLogLog& other) const noexcept {
@@ -210,7 +217,8 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
         total_ = total;
         return *this;
     }
-    if (other.registers_.empty()) {
+    materialize_list();
+    if (other.is_sparse()) {
         if (registers_.empty()) {
             // Both sparse: the union of the entries, the larger rank per index'.
             std::vector<std::uint32_t> u;
@@ -255,7 +263,7 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
     }
     if (registers_.empty()) to_dense();
     std::uint8_t* a = registers_.data();
-    const std::uint8_t* b = other.registers_.data();
+    const std::uint8_t* b = other.registers().data();  // a decoded list: its view
     const std::size_t m = registers_.size();
     for (std::size_t i = 0; i < m; ++i) a[i] = a[i] < b[i] ? b[i] : a[i];  // vectorizes
     // The histogram is rebuilt once, by the first query that needs it
@@ -272,7 +280,7 @@ inline HyperLogLog HyperLogLog::reduce(int precision) const {
     out.pg_regwidth_ = pg_regwidth_;
     out.total_ = total_;
     if (empty()) return out;
-    if (registers_.empty()) {
+    if (is_sparse()) {
         // The entries do not depend on p: they stay, sparse while they fit.
         out.sparse_ = sparse_;
         if (sparse_.size() <= detail::hll_sparse_limit(precision)) {
@@ -287,8 +295,9 @@ inline HyperLogLog HyperLogLog::reduce(int precision) const {
     const int k = p_ - precision;
     const std::size_t low_mask = (std::size_t{1} << k) - 1;
     const std::size_t out_mask = out.registers_.size() - 1;
-    for (std::size_t i = 0; i < registers_.size(); ++i) {
-        const std::uint8_t r = registers_[i];
+    const std::span<const std::uint8_t> regs = registers();
+    for (std::size_t i = 0; i < regs.size(); ++i) {
+        const std::uint8_t r = regs[i];
         if (r == 0) continue;
         std::size_t target;
         int rank;
@@ -316,7 +325,7 @@ inline HyperLogLog HyperLogLog::reduce(int precision) const {
 // ---- tally serialization ---------------------------------------------------
 
 inline std::vector<std::byte> HyperLogLog::serialize() const {
-    if (registers_.empty() || empty()) {
+    if (is_sparse() || empty()) {
         // Encoding 2: the sparse entries, ascending, each as its varint
         // difference from the previous one (the first from 0). An empty
         // sketch is written as the empty sparse sketch it decodes to.
@@ -343,10 +352,13 @@ inline std::vector<std::byte> HyperLogLog::serialize() const {
     }
     const std::size_t m = register_count();
     const std::size_t dense_bytes = m * 6 / 8;
-    const std::span<const std::uint8_t> regs = registers();
-    // Calls f(index, value) for every non-zero register in index order.
+    // Calls f(index, value) for every non-zero register in index order (a
+    // decoded list without building its registers).
     const auto for_each_nonzero = [&](auto&& f) {
-        if (!empty()) {
+        if (!decoded_list_.empty()) {
+            for (const std::uint32_t e : decoded_list_) f(std::size_t{e >> 8}, static_cast<std::uint8_t>(e & 0xff));
+        } else if (!empty()) {
+            const std::span<const std::uint8_t> regs = registers();
             for (std::size_t i = 0; i < m; ++i)
                 if (regs[i] != 0) f(i, regs[i]);
         }
@@ -504,16 +516,18 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
         out.kxq0_ = kxq0;
         out.kxq1_ = kxq1;
     }
-    // Register values make a dense sketch; an empty list stays the empty
+    // Register values make a dense sketch, kept as its list until first
+    // mutation (the input bounds its size); an empty list stays the empty
     // sparse sketch.
     if (list_size != 0) {
-        out.allocate();
+        out.decoded_list_.reserve(list_size);
         std::size_t next = 0;
         for (std::size_t j = 0; j < list_size; ++j) {
             const std::size_t index = next + static_cast<std::size_t>(list.varint());
-            out.registers_[index] = list.u8();
+            out.decoded_list_.push_back(static_cast<std::uint32_t>(index << 8) | list.u8());
             next = index + 1;
         }
+        out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
     }
     return out;
 }
@@ -630,7 +644,7 @@ inline std::vector<std::byte> HyperLogLog::to_datasketches(DataSketchesHll type)
     }
     // A sparse sketch sends its linear-counting estimate as the HIP state
     // (HIP continues from any accurate start, as in to_dense()).
-    const bool sparse_now = registers_.empty();
+    const bool sparse_now = is_sparse();
     const bool hip = sparse_now || hip_valid_;
     detail::DsHllState st;
     st.lg_k = p_;
@@ -804,6 +818,7 @@ inline void HyperLogLog::ensure_registers() const noexcept {
     if (TALLY_LIKELY(regs_state_.load(std::memory_order_acquire) == lazy_ready)) return;
     run_lazy(regs_state_, [this] {
         sparse_view_.assign(register_count(), 0);
+        for (const std::uint32_t e : decoded_list_) sparse_view_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
         for (const std::uint32_t e : sparse_) {
             const auto [index, rank] = detail::hll_sparse_register(e, p_, mode_byte());
             std::uint8_t& reg = sparse_view_[index];
@@ -843,7 +858,8 @@ inline void HyperLogLog::copy_from(const HyperLogLog& o) {
     // claim is needed; the register view of a sparse sketch is not copied.
     registers_ = o.registers_;
     sparse_ = o.sparse_;
-    regs_state_.store(sparse_.empty() ? lazy_ready : lazy_pending, std::memory_order_relaxed);
+    decoded_list_ = o.decoded_list_;
+    regs_state_.store(sparse_.empty() && decoded_list_.empty() ? lazy_ready : lazy_pending, std::memory_order_relaxed);
     // A histogram being rebuilt elsewhere is simply rebuilt again here.
     if (o.hist_state_.load(std::memory_order_acquire) == lazy_ready) {
         std::copy(std::begin(o.hist_), std::end(o.hist_), std::begin(hist_));
@@ -862,6 +878,7 @@ inline void HyperLogLog::move_from(HyperLogLog& o) noexcept {
     registers_ = std::move(o.registers_);
     sparse_ = std::move(o.sparse_);
     sparse_view_ = std::move(o.sparse_view_);
+    decoded_list_ = std::move(o.decoded_list_);
     regs_state_.store(o.regs_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     std::copy(std::begin(o.hist_), std::end(o.hist_), std::begin(hist_));
     kxq0_ = o.kxq0_;
@@ -871,6 +888,7 @@ inline void HyperLogLog::move_from(HyperLogLog& o) noexcept {
     o.registers_.clear();
     o.sparse_.clear();
     o.sparse_view_.clear();
+    o.decoded_list_.clear();
     o.regs_state_.store(lazy_ready, std::memory_order_relaxed);
     o.reset_state();
 }
@@ -1021,6 +1039,15 @@ inline void HyperLogLog::to_dense() {
     // items that change a register, new to the sketch whatever its history.
     hip_valid_ = true;
     hip_ = start;
+}
+
+inline void HyperLogLog::materialize_list() {
+    if (decoded_list_.empty()) return;
+    registers_.assign(register_count(), 0);
+    for (const std::uint32_t e : decoded_list_) registers_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
+    std::vector<std::uint32_t>().swap(decoded_list_);
+    std::vector<std::uint8_t>().swap(sparse_view_);
+    regs_state_.store(lazy_ready, std::memory_order_relaxed);
 }
 
 inline const std::uint8_t* HyperLogLog::register_data() const noexcept {
