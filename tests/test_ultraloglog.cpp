@@ -192,22 +192,25 @@ TEST_CASE("UltraLogLog merge and reduce equal hash4j's merge and downsize", "[ul
 }
 
 TEST_CASE("UltraLogLog::merge is the register union of the paper's update rule", "[ultraloglog]") {
-    // Every pair of registers that can occur at p = 3 and p = 8, in register
-    // 0 of two sketches (register 1 holds the smallest value, so neither is empty).
-    for (int p : {3, 8}) {
+    // Every pair of registers that can occur at p = 3, 4 and 8, in the first
+    // `lanes` registers of two sketches (every byte lane of a vector kernel;
+    // the register after them holds the smallest value, so neither is empty).
+    for (int p : {3, 4, 8}) {
         const auto regs = valid_registers(p);
+        const std::size_t lanes = std::min<std::size_t>(16, (std::size_t{1} << p) - 1);
         std::vector<std::uint8_t> sa(std::size_t{1} << p, 0), sb(sa.size(), 0);
-        sa[1] = sb[1] = static_cast<std::uint8_t>(4 * (p - 1));
+        sa[lanes] = sb[lanes] = static_cast<std::uint8_t>(4 * (p - 1));
         for (const std::uint8_t x : regs)
             for (const std::uint8_t y : regs) {
-                sa[0] = x;
-                sb[0] = y;
+                std::fill_n(sa.begin(), lanes, x);
+                std::fill_n(sb.begin(), lanes, y);
                 UltraLogLog a = UltraLogLog::from_state(sa);
                 a.merge(UltraLogLog::from_state(sb));
                 const std::uint8_t want = reference_union(x, y);
-                if (a.state()[0] != want || !tally::detail::ull_valid_register(want, p))
-                    FAIL_CHECK("p " << p << ": " << int(x) << " | " << int(y) << " gave " << int(a.state()[0])
-                                    << ", expected " << int(want));
+                for (std::size_t j = 0; j < lanes; ++j)
+                    if (a.state()[j] != want || !tally::detail::ull_valid_register(want, p))
+                        FAIL_CHECK("p " << p << ", register " << j << ": " << int(x) << " | " << int(y) << " gave "
+                                        << int(a.state()[j]) << ", expected " << int(want));
             }
     }
     // The merge itself: random sketches at p = 3 (registers reach every
