@@ -403,7 +403,13 @@ ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
     const int value_bits = static_cast<int>(std::bit_width(theta - 1));
     const int shift = value_bits > want_bits ? value_bits - want_bits : 0;
     const std::size_t nb = std::size_t{1} << (value_bits - shift);
-    std::vector<std::uint32_t> hist(nb, 0);
+    detail::ThetaScratch& scratch = detail::theta_scratch();
+    const struct TrimAtExit {
+        detail::ThetaScratch& s;
+        ~TrimAtExit() { s.trim(); }
+    } trim_at_exit{scratch};
+    std::vector<std::uint32_t>& hist = scratch.hist;
+    hist.assign(nb, 0);
     const auto each_below = [&](const ThetaSketch& s, std::uint64_t limit_value, auto&& f) {
         if (ThetaAccess::compact(s)) {
             for (const std::uint64_t v : ThetaAccess::sorted_below(s, limit_value)) f(v);
@@ -416,7 +422,7 @@ ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
     for (std::size_t i = 0; i < m; ++i)
         if (!get(i).empty()) each_below(get(i), theta, [&](std::uint64_t v) { ++hist[v >> shift]; });
     std::vector<std::uint64_t> kept;
-    std::vector<std::uint64_t> pool;
+    std::vector<std::uint64_t>& pool = scratch.pool;
     std::uint64_t new_theta = theta;
     std::size_t c = 0;
     std::size_t cum = 0;
@@ -428,7 +434,7 @@ ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
         std::size_t n = 0;
         for (std::size_t i = 0; i < m; ++i)
             if (!get(i).empty()) each_below(get(i), limit_value, [&](std::uint64_t v) { pool[n++] = v; });
-        const std::uint64_t t = theta_select_smallest(pool, n, limit_value, k, kept);
+        const std::uint64_t t = theta_select_smallest(pool, n, limit_value, k, kept, scratch);
         if (limit_value == theta || t < limit_value) {
             new_theta = t;
             break;

@@ -80,6 +80,41 @@ inline std::size_t theta_gather_below(const std::vector<std::uint64_t>& slots, s
     return n;
 }
 
+/// Working memory of a union, kept per thread between calls: a union of
+/// sketches at lg_k 12 needs a few hundred KiB of histogram and candidates,
+/// and allocating it anew each call made the allocator grow and trim the
+/// heap (two brk calls and fresh page faults per union, a third of its
+/// time). Buffers larger than `keep_bytes` are released after the call.
+struct ThetaScratch {
+    static constexpr std::size_t keep_bytes = std::size_t{1} << 20;
+    std::vector<std::uint32_t> hist;
+    std::vector<std::uint32_t> start;
+    std::vector<std::uint32_t> next;
+    std::vector<std::uint64_t> pool;
+    std::vector<std::uint64_t> sorted;
+
+    /// Releases whatever grew past keep_bytes (called when a union ends).
+    void trim() noexcept {
+        release_if_large(hist);
+        release_if_large(start);
+        release_if_large(next);
+        release_if_large(pool);
+        release_if_large(sorted);
+    }
+
+  private:
+    template <class V>
+    static void release_if_large(V& v) noexcept {
+        if (v.capacity() * sizeof(typename V::value_type) > keep_bytes) V().swap(v);
+    }
+};
+
+/// This thread's scratch (see ThetaScratch).
+inline ThetaScratch& theta_scratch() noexcept {
+    thread_local ThetaScratch scratch;
+    return scratch;
+}
+
 /// The union rule of the theta sketch framework on a pool of candidate
 /// hashes, all in [1, theta), possibly with duplicates: returns (ascending in
 /// `result`) the distinct candidates if at most k, else the k smallest, and
@@ -87,7 +122,8 @@ inline std::size_t theta_gather_below(const std::vector<std::uint64_t>& slots, s
 /// Candidates are bucketed by their top bits, and buckets are sorted from
 /// the bottom only until k + 1 distinct hashes are found.
 inline std::uint64_t theta_select_smallest(std::vector<std::uint64_t>& pool, std::size_t n, std::uint64_t theta,
-                                           std::size_t k, std::vector<std::uint64_t>& result) {
+                                           std::size_t k, std::vector<std::uint64_t>& result,
+                                           ThetaScratch& scratch) {
     result.clear();
     if (n == 0) return theta;
     if (n <= 64) {
@@ -105,12 +141,15 @@ inline std::uint64_t theta_select_smallest(std::vector<std::uint64_t>& pool, std
     const int value_bits = static_cast<int>(std::bit_width(theta - 1));
     const int shift = value_bits > want_bits ? value_bits - want_bits : 0;
     const std::size_t buckets = (std::size_t{1} << (value_bits - shift)) + 1;
-    std::vector<std::uint32_t> start(buckets + 1, 0);
+    std::vector<std::uint32_t>& start = scratch.start;
+    start.assign(buckets + 1, 0);
     for (std::size_t i = 0; i < n; ++i) ++start[(pool[i] >> shift) + 1];
     for (std::size_t b = 1; b <= buckets; ++b) start[b] += start[b - 1];
-    std::vector<std::uint64_t> sorted(n);
+    std::vector<std::uint64_t>& sorted = scratch.sorted;
+    sorted.resize(n);
     {
-        std::vector<std::uint32_t> next(start.begin(), start.end() - 1);
+        std::vector<std::uint32_t>& next = scratch.next;
+        next.assign(start.begin(), start.end() - 1);
         for (std::size_t i = 0; i < n; ++i) sorted[next[pool[i] >> shift]++] = pool[i];
     }
     result.reserve(std::min(n, k + 1));
