@@ -192,12 +192,13 @@ TEST_CASE("UltraLogLog merge and reduce equal hash4j's merge and downsize", "[ul
 }
 
 TEST_CASE("UltraLogLog::merge is the register union of the paper's update rule", "[ultraloglog]") {
-    // Every pair of registers that can occur at p = 3, 4 and 8, in the first
-    // `lanes` registers of two sketches (every byte lane of a vector kernel;
-    // the register after them holds the smallest value, so neither is empty).
-    for (int p : {3, 4, 8}) {
+    // Every pair of registers that can occur at p = 3, 4, 5 and 8, in the
+    // first `lanes` registers of two sketches (every byte lane of the 16- and
+    // 32-byte kernels; the register after them holds the smallest value, so
+    // neither is empty).
+    for (int p : {3, 4, 5, 8}) {
         const auto regs = valid_registers(p);
-        const std::size_t lanes = std::min<std::size_t>(16, (std::size_t{1} << p) - 1);
+        const std::size_t lanes = std::min<std::size_t>(32, (std::size_t{1} << p) - 1);
         std::vector<std::uint8_t> sa(std::size_t{1} << p, 0), sb(sa.size(), 0);
         sa[lanes] = sb[lanes] = static_cast<std::uint8_t>(4 * (p - 1));
         for (const std::uint8_t x : regs)

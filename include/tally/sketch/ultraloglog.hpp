@@ -21,16 +21,13 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "../core/hash.hpp"
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 #include "detail/ultraloglog_estimators.hpp"
+#include "detail/ultraloglog_merge.hpp"
 #include "hyperloglog.hpp"
 
 TALLY_BEGIN_NAMESPACE
@@ -320,11 +317,8 @@ class UltraLogLog {
 
     void histogram(std::uint32_t (&hist)[256]) const noexcept;
 
-    // a[i] = the register of the union of a[i]'s and b[i]'s hash prefixes:
-    // the larger byte, plus what the smaller one's top bit and the two below
-    // it (g = 4 | l) put into the larger one's window: g's low bits when both
-    // tops are equal (d4 = 0), g >> 1 when one position lower, g >> 2 when
-    // two. Branch-free byte arithmetic, so it vectorizes.
+    // a[i] = the register of the union of a[i]'s and b[i]'s hash prefixes
+    // (the rule and its kernels: detail/ultraloglog_merge.hpp).
     static void merge_registers(std::uint8_t* __restrict a, const std::uint8_t* __restrict b, std::size_t m) noexcept;
 
     void copy_from(const UltraLogLog& o);
@@ -647,42 +641,7 @@ inline void UltraLogLog::histogram(std::uint32_t (&hist)[256]) const noexcept {
 
 inline void UltraLogLog::merge_registers(std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
                                          std::size_t m) noexcept {
-    std::size_t i = 0;
-#if defined(__SSE2__)
-    // The same rule in 16-byte lanes. From p = 4 on (m >= 16) a non-zero
-    // register is at least 4 (p - 1) >= 12, so when lo is 0 the top distance
-    // is 0 (both 0) or >= 12, and lo needs no test of its own.
-    if (m >= 16) {
-        const __m128i fc = _mm_set1_epi8(static_cast<char>(0xfc));
-        const __m128i one = _mm_set1_epi8(1), two = _mm_set1_epi8(2), three = _mm_set1_epi8(3);
-        const __m128i four = _mm_set1_epi8(4), eight = _mm_set1_epi8(8), zero = _mm_setzero_si128();
-        for (; i + 16 <= m; i += 16) {
-            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
-            const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
-            const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
-            const __m128i d4 = _mm_sub_epi8(_mm_and_si128(hi, fc), _mm_and_si128(lo, fc));
-            // same top: lo's two bits; one below: 2 | lo's bit 1 (bit 0 after
-            // the shift; the final mask drops what the 16-bit shift brings in);
-            // two below: 1.
-            const __m128i same = _mm_and_si128(_mm_cmpeq_epi8(d4, zero), lo);
-            const __m128i below1 = _mm_and_si128(_mm_cmpeq_epi8(d4, four), _mm_or_si128(_mm_srli_epi16(lo, 1), two));
-            const __m128i below2 = _mm_and_si128(_mm_cmpeq_epi8(d4, eight), one);
-            const __m128i e = _mm_and_si128(_mm_or_si128(_mm_or_si128(same, below1), below2), three);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i), _mm_or_si128(hi, e));
-        }
-    }
-#endif
-    for (; i < m; ++i) {
-        const std::uint8_t x = a[i], y = b[i];
-        const std::uint8_t hi = x < y ? y : x;
-        const std::uint8_t lo = x < y ? x : y;
-        const auto d4 = static_cast<std::uint8_t>((hi & 0xfc) - (lo & 0xfc));
-        const auto g = static_cast<std::uint8_t>((lo & 3) | 4);
-        auto e = static_cast<std::uint8_t>(d4 == 0 ? g : 0);
-        e = static_cast<std::uint8_t>(e | (d4 == 4 ? static_cast<std::uint8_t>(g >> 1) : 0));
-        e = static_cast<std::uint8_t>(e | (d4 == 8 ? static_cast<std::uint8_t>(g >> 2) : 0));
-        a[i] = static_cast<std::uint8_t>(hi | (lo != 0 ? static_cast<std::uint8_t>(e & 3) : 0));
-    }
+    detail::ull_merge_registers(a, b, m);
 }
 
 inline void UltraLogLog::copy_from(const UltraLogLog& o) {

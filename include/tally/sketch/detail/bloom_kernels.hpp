@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "../../core/detail/cpu_features.hpp"
 #include "../../core/hash.hpp"
 #include "../../core/platform.hpp"
 #include "../../detail/primitives.hpp"
@@ -180,19 +181,6 @@ TALLY_ALWAYS_INLINE bool bloom_contains_scalar(const std::uint32_t* block, std::
 // each key, while a u32 vector is known to alias only the words of the block
 // (docs/bloom_filter.md has the measurement).
 typedef std::uint32_t bloom_u32x8 __attribute__((vector_size(32)));
-
-/// AVX2 is usable: compiled in with -mavx2, else asked of the CPU once.
-inline bool bloom_cpu_has_avx2() noexcept {
-#if defined(__AVX2__)
-    return true;
-#else
-    static const bool has = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") != 0;
-    }();
-    return has;
-#endif
-}
 
 template <std::size_t W>
 TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_bits(__m256i vx, __m128i shift, std::size_t v,
@@ -638,7 +626,7 @@ inline bool bloom_contains_neon(const std::uint32_t* block, std::uint32_t x, con
 template <std::size_t W>
 inline bool bloom_simd_available() noexcept {
 #if TALLY_BLOOM_AVX2
-    return W % 256 == 0 && bloom_cpu_has_avx2();
+    return W % 256 == 0 && cpu_has_avx2();
 #elif TALLY_BLOOM_NEON
     return W % 128 == 0;
 #else
