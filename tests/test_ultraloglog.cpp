@@ -1,6 +1,7 @@
 // UltraLogLog: registers and estimates against hash4j's golden table
 // (tests/fixtures/ultraloglog/hash4j.txt), exact oracles for merge, reduce and
 // the HyperLogLog conversion, the frame format, and the error bound.
+#include <tally/core/platform.hpp>
 #include <tally/sketch/ultraloglog.hpp>
 #include <tally/window/windowed.hpp>
 
@@ -225,6 +226,13 @@ TEST_CASE("UltraLogLog::merge is the register union of the paper's update rule",
         for (std::size_t i = 0; i < expect.size(); ++i) expect[i] = reference_union(a.state()[i], b.state()[i]);
         a.merge(b);
         CHECK(std::equal(expect.begin(), expect.end(), a.state().begin()));
+    }
+    // The kernels stream whole cache lines: the registers start on one.
+    for (int p : {4, 12, 16}) {
+        const UltraLogLog u = build(p, 1, 7, 100);
+        CHECK(reinterpret_cast<std::uintptr_t>(u.state().data()) % tally::cache_line_size == 0);
+        const UltraLogLog copy = u;
+        CHECK(reinterpret_cast<std::uintptr_t>(copy.state().data()) % tally::cache_line_size == 0);
     }
 }
 

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/detail/aligned_allocator.hpp"
 #include "../core/hash.hpp"
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
@@ -333,7 +334,8 @@ class UltraLogLog {
     std::uint64_t total_ = 0;
     mutable std::atomic<double> fgra_cache_{-1.0};              // < 0: not computed since the last change
     mutable std::atomic<std::uint8_t> regs_state_{lazy_ready};  // lazy_pending: regs_ not built from sparse_ yet
-    mutable std::vector<std::uint8_t> regs_;                    // empty until the first add or merge
+    // empty until the first add or merge; cache-line aligned for the merge kernels
+    mutable std::vector<std::uint8_t, detail::CacheAlignedAllocator<std::uint8_t>> regs_;
     std::vector<std::uint32_t> sparse_;  // (index << 8) | value, ascending, while regs_state_ is pending
 };
 
