@@ -1,6 +1,6 @@
 // tally/sketch/detail/ultraloglog_merge.hpp: the register union of two
-// UltraLogLog sketches (UltraLogLog::merge), as a scalar rule, an SSE2 kernel
-// and an AVX2 kernel chosen at run time.
+// UltraLogLog sketches (UltraLogLog::merge), as a scalar rule, an SSE2 kernel,
+// an AVX2 kernel chosen at run time, and a NEON kernel on arm64.
 //
 // A register is 4 h + two bits: h the top position of the hash prefixes it
 // has seen, the bits whether positions h - 1 and h - 2 were seen too. The
@@ -28,6 +28,12 @@
 #endif
 #if TALLY_DETAIL_X86_AVX2_KERNELS
 #include <immintrin.h>
+#endif
+#if !defined(TALLY_NO_SIMD) && defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define TALLY_DETAIL_ULL_NEON 1
+#else
+#define TALLY_DETAIL_ULL_NEON 0
 #endif
 
 TALLY_BEGIN_NAMESPACE
@@ -103,6 +109,26 @@ __attribute__((target("avx2"))) inline std::size_t ull_merge_avx2(std::uint8_t* 
 }
 #endif
 
+#if TALLY_DETAIL_ULL_NEON
+/// The union over the whole 16-register blocks of [0, m), m >= 16, with the
+/// AVX2 kernel's lookup (tbl indexed by min((hi | 3) - lo, 15)). Returns where
+/// the scalar rule takes over.
+inline std::size_t ull_merge_neon(std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
+                                  std::size_t m) noexcept {
+    static constexpr std::uint8_t table[16] = {3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0};
+    const uint8x16_t bits = vld1q_u8(table);
+    const uint8x16_t three = vdupq_n_u8(3), fifteen = vdupq_n_u8(15);
+    std::size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const uint8x16_t x = vld1q_u8(a + i), y = vld1q_u8(b + i);
+        const uint8x16_t hi = vmaxq_u8(x, y), lo = vminq_u8(x, y);
+        const uint8x16_t t = vminq_u8(vsubq_u8(vorrq_u8(hi, three), lo), fifteen);
+        vst1q_u8(a + i, vorrq_u8(hi, vqtbl1q_u8(bits, t)));
+    }
+    return i;
+}
+#endif
+
 /// a[i] = union of a[i] and b[i] for every i < m (m = 2^p registers).
 inline void ull_merge_registers(std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
                                 std::size_t m) noexcept {
@@ -112,6 +138,9 @@ inline void ull_merge_registers(std::uint8_t* __restrict a, const std::uint8_t* 
 #endif
 #if TALLY_DETAIL_ULL_SSE2
     if (i == 0 && m >= 16) i = ull_merge_sse2(a, b, m);
+#endif
+#if TALLY_DETAIL_ULL_NEON
+    if (m >= 16) i = ull_merge_neon(a, b, m);
 #endif
     ull_merge_scalar(a, b, i, m);
 }
