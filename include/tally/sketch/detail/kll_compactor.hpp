@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -97,10 +98,65 @@ TALLY_KLL_INLINE void kll_cswap(T& a, T& b) noexcept {
     b = hi;
 }
 
+/// The number of items of the sorted run [run, run + n) below v (with
+/// OrEqual, at or below it), n >= 1, by a branch-free binary search whose trip
+/// count depends on n alone: the searches of one merge are independent, so the
+/// CPU overlaps them.
+template <bool OrEqual, class T>
+TALLY_KLL_INLINE std::uint32_t kll_count_below(const T* run, std::uint32_t n, T v) noexcept {
+    const T* base = run;
+    while (n > 1) {
+        const std::uint32_t half = n / 2;
+        const bool below = OrEqual ? !(v < base[half - 1]) : base[half - 1] < v;
+        base += static_cast<std::size_t>(below) * half;  // a multiply, not a branch
+        n -= half;
+    }
+    const bool below = OrEqual ? !(v < *base) : *base < v;
+    return static_cast<std::uint32_t>(base - run) + (below ? 1 : 0);
+}
+
+/// Runs up to this long may merge by search (kll_merge_by_search).
+inline constexpr std::uint32_t kll_search_merge_max = 64;
+
+/// Whether merging runs of nx and ny items by search beats the compare-select
+/// loop: a search step costs about a fifth of the loop's step per item (a
+/// dependent compare, select and load), so search while the searches average
+/// under four steps an item.
+constexpr bool kll_prefer_search(std::uint32_t nx, std::uint32_t ny) noexcept {
+    if (nx > kll_search_merge_max) return false;
+    const auto steps = [](std::uint32_t n) { return static_cast<std::uint32_t>(std::bit_width(n)); };
+    return nx * steps(ny) + ny * steps(nx) < 4 * (nx + ny);
+}
+
+/// Merges sorted x (nx <= kll_search_merge_max) and sorted y, ties y first,
+/// into out, which must not overlap x and may overlap y only from below
+/// (out + nx <= y): each item goes straight to its final index (its index in
+/// its run plus the other run's items before it), so the work is independent
+/// searches rather than one compare-load chain through every item. y is read
+/// in order and each y item lands at most nx below where it was read.
+template <class T>
+inline void kll_merge_by_search(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny, T* out) noexcept {
+    std::uint32_t at[kll_search_merge_max];
+    for (std::uint32_t i = 0; i < nx; ++i) at[i] = i + (ny ? kll_count_below<true>(y, ny, x[i]) : 0);
+    if (nx) {
+        for (std::uint32_t j = 0; j < ny; ++j) {
+            const T v = y[j];
+            out[j + kll_count_below<false>(x, nx, v)] = v;
+        }
+    } else {
+        for (std::uint32_t j = 0; j < ny; ++j) out[j] = y[j];
+    }
+    for (std::uint32_t i = 0; i < nx; ++i) out[at[i]] = x[i];
+}
+
 /// Merges two sorted runs into `out` (not overlapping either), ties x first,
 /// without data-dependent branches.
 template <class T>
 inline void kll_merge_into(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny, T* out) noexcept {
+    if (kll_prefer_search(ny, nx)) {
+        kll_merge_by_search(y, ny, x, nx, out);  // ties x first
+        return;
+    }
     const T* ex = x + nx;
     const T* ey = y + ny;
     if (nx > 1 && ny > 1) {
@@ -219,6 +275,10 @@ inline void kll_halve_up(T* buf, std::uint32_t start, std::uint32_t length, std:
 /// On ties the item from b goes first (DataSketches' order).
 template <class T>
 inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_t b, std::uint32_t nb) noexcept {
+    if (kll_prefer_search(na, nb)) {
+        kll_merge_by_search(buf + a, na, buf + b, nb, buf + a + na);
+        return;
+    }
     const T* pa = buf + a;
     const T* const ea = pa + na;
     const T* pb = buf + b;
