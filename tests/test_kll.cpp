@@ -336,6 +336,41 @@ TEST_CASE("KllSketch: quantile after the first query reads the cached view", "[k
     CHECK(std::is_sorted(v.items().begin(), v.items().end()));
 }
 
+TEST_CASE("KllSketch: quantile is the first item whose cumulative weight reaches the rank's weight", "[kll]") {
+    // The oracle scans the view's cumulative weights; the ranks include every
+    // boundary cum_i / n and its neighbours, where inclusive and exclusive part.
+    std::size_t wrong = 0, checked = 0;
+    for (const std::uint16_t k : {8, 200, 1000})
+        for (const std::uint64_t n : {1ull, 7ull, 100ull, 5000ull, 1000000ull}) {
+            KllSketch<double> s(k, n + k);
+            Rng rng(n * 31 + k);
+            for (std::uint64_t i = 0; i < n; ++i) s.add(rng.uniform());
+            const auto& v = s.sorted_view();
+            const auto cum = v.cumulative_weights();
+            const double total = static_cast<double>(v.total_weight());
+            std::vector<double> ranks = {0.0, 1.0, 0.5, 1e-12, 1.0 - 1e-12};
+            for (std::size_t i = 0; i < cum.size(); i += 1 + cum.size() / 300) {
+                const double r = static_cast<double>(cum[i]) / total;
+                ranks.insert(ranks.end(), {r, std::nextafter(r, 0.0), std::nextafter(r, 2.0)});
+            }
+            for (int i = 0; i < 200; ++i) ranks.push_back(rng.uniform());
+            for (const double r : ranks) {
+                if (r > 1.0) continue;
+                for (const bool inclusive : {true, false}) {
+                    const double wd = r * total;
+                    const auto need = static_cast<std::uint64_t>(inclusive ? std::ceil(wd) : std::floor(wd) + 1);
+                    std::size_t at = 0;
+                    while (at + 1 < cum.size() && cum[at] < need) ++at;
+                    ++checked;
+                    if (s.quantile(r, inclusive) != v.items()[at] && ++wrong)
+                        FAIL_CHECK("k " << k << ", n " << n << ", rank " << r << (inclusive ? " inclusive" : " exclusive"));
+                }
+            }
+        }
+    CHECK(checked > 10000);
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("KllSketch: tied data answers the tied value and exact ranks at the ties", "[kll]") {
     KllSketch<double> s(200, 4);
     // 10^5 items, 60% of them exactly 7.0

@@ -87,8 +87,15 @@ class KllSketch {
 
       private:
         friend class KllSketch;
+        // Fills first_at_: the weight axis in buckets of 2^shift_ (at most
+        // 2 m buckets), each holding the index of the first cumulative weight
+        // at or above its start, so quantile() lands within a step or two of
+        // its answer instead of searching all m.
+        void index_weights();
         std::vector<T> items_;
         std::vector<std::uint64_t> cum_;
+        std::vector<std::uint32_t> first_at_;
+        int shift_ = 0;
     };
 
     /// k in [8, 65535] (std::invalid_argument otherwise). Allocates nothing
@@ -163,7 +170,7 @@ class KllSketch {
     /// Object, item buffer and sorted view bytes.
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
         return sizeof(*this) + std::size_t{cap_ - base_} * sizeof(T) + view_.items_.capacity() * sizeof(T) +
-               view_.cum_.capacity() * sizeof(std::uint64_t);
+               view_.cum_.capacity() * sizeof(std::uint64_t) + view_.first_at_.capacity() * sizeof(std::uint32_t);
     }
 
     // ---- bytes -------------------------------------------------------------
@@ -321,6 +328,7 @@ void KllSketch<T>::reset_empty() noexcept {
     view_ok_ = false;
     view_.items_.clear();
     view_.cum_.clear();
+    view_.first_at_.clear();
 }
 
 template <class T>
@@ -328,6 +336,7 @@ void KllSketch<T>::clear() noexcept {
     reset_empty();
     view_.items_.shrink_to_fit();
     view_.cum_.shrink_to_fit();
+    view_.first_at_.shrink_to_fit();
 }
 
 template <class T>
@@ -469,6 +478,7 @@ void KllSketch<T>::build_view() const {
         total += cur[i].second;
         view_.cum_[i] = total;
     }
+    view_.index_weights();
     view_ok_ = true;
 }
 
@@ -479,30 +489,41 @@ const typename KllSketch<T>::SortedView& KllSketch<T>::sorted_view() const {
 }
 
 template <class T>
+void KllSketch<T>::SortedView::index_weights() {
+    const std::size_t m = cum_.size();
+    first_at_.clear();
+    shift_ = 0;
+    if (m == 0) return;
+    const std::uint64_t total = cum_.back();
+    while ((total >> shift_) >= 2 * m) ++shift_;
+    const std::size_t buckets = static_cast<std::size_t>(total >> shift_) + 1;
+    first_at_.resize(buckets);
+    std::size_t i = 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+        const std::uint64_t start = static_cast<std::uint64_t>(b) << shift_;
+        while (i + 1 < m && cum_[i] < start) ++i;
+        first_at_[b] = static_cast<std::uint32_t>(i);
+    }
+}
+
+template <class T>
 T KllSketch<T>::SortedView::quantile(double rank, bool inclusive) const noexcept {
     const std::uint64_t total = cum_.back();
     const double wd = rank * static_cast<double>(total);
-    const auto weight = static_cast<std::uint64_t>(inclusive ? std::ceil(wd) : wd);
-    const std::uint64_t* base = cum_.data();
-    std::size_t len = cum_.size();
-    // branch-free search: first cumulative weight >= weight (inclusive) or > weight
-    if (inclusive) {
-        while (len > 1) {
-            const std::size_t half = len / 2;
-            base += static_cast<std::size_t>(base[half - 1] < weight) * half;
-            len -= half;
-        }
-        base += *base < weight;
-    } else {
-        while (len > 1) {
-            const std::size_t half = len / 2;
-            base += static_cast<std::size_t>(base[half - 1] <= weight) * half;
-            len -= half;
-        }
-        base += *base <= weight;
-    }
-    std::size_t i = static_cast<std::size_t>(base - cum_.data());
-    if (i >= items_.size()) i = items_.size() - 1;
+    // The answer is the first item whose cumulative weight reaches `need`:
+    // ceil(rank n) inclusive, floor(rank n) + 1 exclusive (clamped to the last).
+    constexpr double two64 = 18446744073709551616.0;
+    std::uint64_t need = wd >= two64 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(inclusive ? std::ceil(wd) : wd);
+    if (!inclusive && need != ~std::uint64_t{0}) ++need;
+    const std::size_t last = cum_.size() - 1;
+    const std::uint64_t bucket = need >> shift_;
+    std::size_t i = first_at_[bucket < first_at_.size() ? static_cast<std::size_t>(bucket) : first_at_.size() - 1];
+    const std::uint64_t* cum = cum_.data();
+    // a bucket holds one or two boundaries in most views: two steps without
+    // branches, then a loop that seldom runs
+    i += static_cast<std::size_t>(i < last && cum[i] < need);
+    i += static_cast<std::size_t>(i < last && cum[i] < need);
+    while (i < last && cum[i] < need) ++i;
     return items_[i];
 }
 
