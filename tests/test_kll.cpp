@@ -394,39 +394,58 @@ TEST_CASE("KllSketch: Windowed<KllSketch<double>> answers over the window", "[kl
     CHECK(back.view(7999).total() == v.total());
 }
 
-TEST_CASE("KllSketch: the compaction kernels sort and merge as the standard library does", "[kll]") {
-    // Every run length pair up to 70 (both sides of the search-or-loop
-    // choice), values from a small range so that ties are common.
-    Rng rng(77);
+namespace {
+// Values from a small range around zero (ties common), with both zeros and
+// both infinities.
+template <class T>
+T kernel_value(Rng& rng) {
+    const std::uint64_t r = rng.below(28);
+    if (r == 24) return -std::numeric_limits<T>::infinity();
+    if (r == 25) return std::numeric_limits<T>::infinity();
+    if (r == 26) return T(-0.0);
+    return static_cast<T>(static_cast<int>(r) - 12) / T(4);
+}
+
+template <class T>
+std::size_t kernel_mismatches(Rng& rng) {
     std::size_t wrong = 0;
     const auto draw = [&](std::size_t n) {
-        std::vector<double> v(n);
-        for (double& x : v) x = static_cast<double>(rng.below(24));
+        std::vector<T> v(n);
+        for (T& x : v) x = kernel_value<T>(rng);
         std::sort(v.begin(), v.end());
         return v;
     };
+    // Every run length pair up to 70 (each merge strategy's range).
     for (std::uint32_t na = 0; na <= 70; ++na)
         for (std::uint32_t nb = 0; nb <= 70; ++nb) {
-            const std::vector<double> a = draw(na), b = draw(nb);
-            std::vector<double> want(na + nb);
+            const std::vector<T> a = draw(na), b = draw(nb);
+            std::vector<T> want(na + nb);
             std::merge(a.begin(), a.end(), b.begin(), b.end(), want.begin());
-            std::vector<double> out(na + nb, -1.0);
+            std::vector<T> out(na + nb, T(-1));
             tally::detail::kll_merge_into(a.data(), na, b.data(), nb, out.data());
             if (out != want && ++wrong) FAIL_CHECK("kll_merge_into " << na << " + " << nb);
             // In place: a, a gap of na, then b; the result fills [na, 2 na + nb).
-            std::vector<double> buf(2 * std::size_t{na} + nb, -1.0);
+            std::vector<T> buf(2 * std::size_t{na} + nb, T(-1));
             std::copy(a.begin(), a.end(), buf.begin());
             std::copy(b.begin(), b.end(), buf.begin() + 2 * na);
             tally::detail::kll_merge_up(buf.data(), 0, na, 2 * na, nb);
-            if (!std::equal(want.begin(), want.end(), buf.begin() + na) && ++wrong) FAIL_CHECK("kll_merge_up " << na << " + " << nb);
+            if (!std::equal(want.begin(), want.end(), buf.begin() + na) && ++wrong)
+                FAIL_CHECK("kll_merge_up " << na << " + " << nb);
         }
     for (std::uint32_t n = 0; n <= 600; ++n) {
-        std::vector<double> v(n);
-        for (double& x : v) x = static_cast<double>(rng.below(n / 2 + 1)) - 0.5 * static_cast<double>(rng.below(3));
-        std::vector<double> want = v;
+        std::vector<T> v(n);
+        for (T& x : v) x = kernel_value<T>(rng) * static_cast<T>(1 + rng.below(n / 8 + 1));
+        std::vector<T> want = v;
         std::sort(want.begin(), want.end());
         tally::detail::kll_sort(v.data(), n);
         if (v != want && ++wrong) FAIL_CHECK("kll_sort " << n);
     }
-    CHECK(wrong == 0);
+    return wrong;
+}
+}  // namespace
+
+TEST_CASE("KllSketch: the compaction kernels sort and merge as the standard library does", "[kll]") {
+    Rng rng(77);
+    CHECK(kernel_mismatches<double>(rng) == 0);
+    CHECK(kernel_mismatches<float>(rng) == 0);
 }

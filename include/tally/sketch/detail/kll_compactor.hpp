@@ -17,6 +17,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -149,41 +150,74 @@ inline void kll_merge_by_search(const T* x, std::uint32_t nx, const T* y, std::u
     for (std::uint32_t i = 0; i < nx; ++i) out[at[i]] = x[i];
 }
 
-/// Merges two sorted runs into `out` (not overlapping either), ties x first,
-/// without data-dependent branches.
+/// The unsigned integer of T's width, and a signed key whose order is T's
+/// (for every non-NaN value; -0 sorts just below +0, which compare equal).
+/// The key is its own inverse: flipping the magnitude bits of negatives.
+template <class T>
+using KllBits = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+
+template <class T>
+TALLY_KLL_INLINE std::make_signed_t<KllBits<T>> kll_order_key(KllBits<T> bits) noexcept {
+    using S = std::make_signed_t<KllBits<T>>;
+    constexpr int sign = sizeof(T) * 8 - 1;
+    return static_cast<S>(bits ^ (static_cast<KllBits<T>>(static_cast<S>(bits) >> sign) >> 1));
+}
+
+/// Merges sorted x and y, ties y first, into `out` (not overlapping x; y
+/// only from below, out + nx <= y). The compare-select chain runs on the
+/// items' order keys in integer registers, where selects are conditional
+/// moves; a floating-point select compiles to a branch that mispredicts
+/// about every other item on random data.
+template <class T>
+inline void kll_merge_keys(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny, T* out) noexcept {
+    using U = KllBits<T>;
+    const auto load = [](const T* p) {
+        U bits;
+        std::memcpy(&bits, p, sizeof bits);
+        return kll_order_key<T>(bits);
+    };
+    const auto store = [](T* p, std::make_signed_t<U> key) {
+        const U bits = static_cast<U>(kll_order_key<T>(static_cast<U>(key)));
+        std::memcpy(p, &bits, sizeof bits);
+    };
+    const T* ex = x + nx;
+    const T* ey = y + ny;
+    if (nx > 1 && ny > 1) {
+        // the next key of both runs is loaded before the compare decides which
+        // one is needed, so the load overlaps the compare
+        auto a = load(x), b = load(y);
+        while (x + 1 < ex && y + 1 < ey) {
+            const auto a1 = load(x + 1), b1 = load(y + 1);
+            const bool take_x = a < b;
+            store(out++, take_x ? a : b);
+            x += take_x;
+            y += !take_x;
+            // masks rather than selects: compilers turn a pair of selects on
+            // one condition back into a branch
+            const U m = U{0} - static_cast<U>(take_x);
+            a = static_cast<decltype(a)>((static_cast<U>(a1) & m) | (static_cast<U>(a) & ~m));
+            b = static_cast<decltype(b)>((static_cast<U>(b) & m) | (static_cast<U>(b1) & ~m));
+        }
+    }
+    while (x != ex && y != ey) {
+        const auto a = load(x), b = load(y);
+        const bool take_x = a < b;
+        store(out++, take_x ? a : b);
+        x += take_x;
+        y += !take_x;
+    }
+    while (x != ex) *out++ = *x++;
+    while (y != ey && out != y) *out++ = *y++;  // in place, the rest of y is already there
+}
+
+/// Merges two sorted runs into `out` (not overlapping either), ties x first.
 template <class T>
 inline void kll_merge_into(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny, T* out) noexcept {
     if (kll_prefer_search(ny, nx)) {
         kll_merge_by_search(y, ny, x, nx, out);  // ties x first
         return;
     }
-    const T* ex = x + nx;
-    const T* ey = y + ny;
-    if (nx > 1 && ny > 1) {
-        // the next item of both runs is loaded before the compare decides
-        // which one is needed, so the loop's chain is compare-select, not
-        // compare-advance-load
-        T a = *x, b = *y;
-        while (x + 1 < ex && y + 1 < ey) {
-            const T a1 = x[1], b1 = y[1];
-            const bool take_y = b < a;
-            *out++ = take_y ? b : a;
-            y += take_y;
-            x += !take_y;
-            a = take_y ? a : a1;
-            b = take_y ? b1 : b;
-        }
-    }
-    while (x != ex && y != ey) {
-        const T a = *x;
-        const T b = *y;
-        const bool take_y = b < a;
-        *out++ = take_y ? b : a;
-        y += take_y;
-        x += !take_y;
-    }
-    while (x != ex) *out++ = *x++;
-    while (y != ey) *out++ = *y++;
+    kll_merge_keys(y, ny, x, nx, out);  // ties x first
 }
 
 /// Batcher's odd-even merge sort network on 16 inputs (63 comparators),
