@@ -150,6 +150,29 @@ inline void kll_merge_by_search(const T* x, std::uint32_t nx, const T* y, std::u
     for (std::uint32_t i = 0; i < nx; ++i) out[at[i]] = x[i];
 }
 
+/// Merges a short sorted x (1 <= nx <= kll_search_merge_max) into a much
+/// longer sorted y, ties y first, into `out` (not overlapping x; y only from
+/// below, out + nx <= y): one search per x item, then y moves in the chunks
+/// between them (block copies) instead of one compare per y item.
+template <class T>
+inline void kll_merge_gallop(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny, T* out) noexcept {
+    std::uint32_t at[kll_search_merge_max];  // y items at or below each x item
+    for (std::uint32_t i = 0; i < nx; ++i) at[i] = kll_count_below<true>(y, ny, x[i]);
+    std::uint32_t done = 0;  // y items already moved
+    for (std::uint32_t i = 0; i < nx; ++i) {
+        // out + done + i < y + done: each chunk moves down, so a forward copy is safe
+        std::copy(y + done, y + at[i], out + done + i);
+        out[at[i] + i] = x[i];
+        done = at[i];
+    }
+    if (out + nx != y) std::copy(y + done, y + ny, out + done + nx);
+}
+
+/// Whether x is short enough against y for kll_merge_gallop.
+constexpr bool kll_prefer_gallop(std::uint32_t nx, std::uint32_t ny) noexcept {
+    return nx >= 1 && nx <= kll_search_merge_max && ny >= 8 * nx;
+}
+
 /// The unsigned integer of T's width, and a signed key whose order is T's
 /// (for every non-NaN value; -0 sorts just below +0, which compare equal).
 /// The key is its own inverse: flipping the magnitude bits of negatives.
@@ -213,6 +236,18 @@ inline void kll_merge_keys(const T* x, std::uint32_t nx, const T* y, std::uint32
 /// Merges two sorted runs into `out` (not overlapping either), ties x first.
 template <class T>
 inline void kll_merge_into(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny, T* out) noexcept {
+    if (nx == 0 || ny == 0) {
+        std::copy(y, y + ny, std::copy(x, x + nx, out));
+        return;
+    }
+    if (kll_prefer_gallop(nx, ny)) {
+        kll_merge_gallop(x, nx, y, ny, out);  // ties: equal items, either order
+        return;
+    }
+    if (kll_prefer_gallop(ny, nx)) {
+        kll_merge_gallop(y, ny, x, nx, out);  // ties x first
+        return;
+    }
     if (kll_prefer_search(ny, nx)) {
         kll_merge_by_search(y, ny, x, nx, out);  // ties x first
         return;
@@ -309,6 +344,10 @@ inline void kll_halve_up(T* buf, std::uint32_t start, std::uint32_t length, std:
 /// On ties the item from b goes first (DataSketches' order).
 template <class T>
 inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_t b, std::uint32_t nb) noexcept {
+    if (kll_prefer_gallop(na, nb)) {
+        kll_merge_gallop(buf + a, na, buf + b, nb, buf + a + na);
+        return;
+    }
     if (kll_prefer_search(na, nb)) {
         kll_merge_by_search(buf + a, na, buf + b, nb, buf + a + na);
         return;
