@@ -43,11 +43,12 @@ TALLY_BEGIN_NAMESPACE
 /// (docs/kll.md). min_item() and max_item() are exact.
 ///
 /// Cost: add amortised O(1) (a compaction every few adds sorts a few items);
-/// quantile and rank a binary search over the sorted view, which the first
-/// query after a change builds (O(retained log levels)); merge
-/// O(retained of both). Memory: about 3k + 8 log2(n/k) items
+/// quantile an index lookup and a step or two, rank a binary search, over
+/// the sorted view the first query after a change builds (O(retained log
+/// levels)); merge O(retained of both). Memory: about 3k + 8 log2(n/k) items
 /// (k = 200, n = 10^6: 614 items, 4.9 KB of doubles) plus the sorted view
-/// once queried (12 or 16 bytes a retained item); memory_bytes() reports it.
+/// once queried (at most 20 or 24 bytes a retained item); memory_bytes()
+/// reports it.
 /// Compaction is randomised by the sketch's own splitmix64 stream from
 /// `seed`: same seed, same inputs, same sketch.
 /// Thread safety: one writer; const queries may run concurrently once the
