@@ -82,8 +82,8 @@ inline std::size_t ull_merge_sse2(std::uint8_t* __restrict a, const std::uint8_t
 #endif
 
 #if TALLY_DETAIL_X86_AVX2_KERNELS
-/// The union over the whole 32-register blocks of [0, m), m >= 32, on a CPU
-/// with AVX2: the bits come from one table lookup (vpshufb) indexed by
+/// The union over the whole 16-register blocks of [0, m), m >= 16, on a CPU
+/// with AVX2 (32 registers a step, then 16 if left): the bits come from one table lookup (vpshufb) indexed by
 /// t = min((hi | 3) - lo, 15) = min(distance + 3 - lo's two bits, 15), which
 /// costs three operations where distance | lo's bits costs six. Returns where
 /// the next kernel takes over.
@@ -104,6 +104,16 @@ __attribute__((target("avx2"))) inline std::size_t ull_merge_avx2(std::uint8_t* 
         // (hi | 3) >= hi >= lo: no byte wraps.
         const __m256i t = _mm256_min_epu8(_mm256_sub_epi8(_mm256_or_si256(hi, three), lo), fifteen);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + i), _mm256_or_si256(hi, _mm256_shuffle_epi8(bits, t)));
+    }
+    if (i + 16 <= m) {  // m = 16, or the last 16 of a 48 + 32 k
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+        const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+        const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
+        const __m128i t = _mm_min_epu8(_mm_sub_epi8(_mm_or_si128(hi, _mm256_castsi256_si128(three)), lo),
+                                       _mm256_castsi256_si128(fifteen));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i),
+                         _mm_or_si128(hi, _mm_shuffle_epi8(_mm256_castsi256_si128(bits), t)));
+        i += 16;
     }
     return i;
 }
@@ -134,7 +144,7 @@ inline void ull_merge_registers(std::uint8_t* __restrict a, const std::uint8_t* 
                                 std::size_t m) noexcept {
     std::size_t i = 0;
 #if TALLY_DETAIL_X86_AVX2_KERNELS
-    if (m >= 32 && cpu_has_avx2()) i = ull_merge_avx2(a, b, m);
+    if (m >= 16 && cpu_has_avx2()) i = ull_merge_avx2(a, b, m);
 #endif
 #if TALLY_DETAIL_ULL_SSE2
     if (i == 0 && m >= 16) i = ull_merge_sse2(a, b, m);
