@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../core/detail/aligned_allocator.hpp"
 #include "../core/hash.hpp"
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
@@ -385,7 +386,8 @@ class HyperLogLog {
     mutable double kxq0_ = 0.0;  // sum of 2^-R over registers R < 32
     mutable double kxq1_ = 0.0;  // ... and R >= 32
     std::uint64_t total_ = 0;
-    mutable std::vector<std::uint8_t> registers_;    // 2^p registers when dense; empty while sparse
+    // 2^p registers when dense, cache-line aligned (merge streams whole lines); empty while sparse
+    mutable std::vector<std::uint8_t, detail::CacheAlignedAllocator<std::uint8_t>> registers_;
     std::vector<std::uint32_t> sparse_;               // sorted entries (index' << 6) | rank' while sparse
     mutable std::vector<std::uint8_t> sparse_view_;  // registers() of a sparse sketch, built on demand
     // A dense sketch decoded from a register list (encoding 1) keeps the list,

@@ -109,7 +109,7 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add_hash(std::uint64_t hash) noexcept {
 }
 
 inline void HyperLogLog::clear() noexcept {
-    std::vector<std::uint8_t>().swap(registers_);
+    decltype(registers_)().swap(registers_);
     std::vector<std::uint32_t>().swap(sparse_);
     std::vector<std::uint8_t>().swap(sparse_view_);
     std::vector<std::uint32_t>().swap(decoded_list_);
@@ -664,7 +664,7 @@ inline HyperLogLog HyperLogLog::from_datasketches(std::span<const std::byte> byt
     HyperLogLog out(img.lg_k, HashMode::datasketches);
     if (img.mode == detail::DsHllMode::hll) {
         if (!img.registers.empty()) {
-            out.registers_ = std::move(img.registers);
+            out.registers_.assign(img.registers.begin(), img.registers.end());
             out.rebuild_from_registers();
         }
         out.hip_valid_ = !img.out_of_order || out.empty();
@@ -743,7 +743,7 @@ inline HyperLogLog HyperLogLog::from_postgres(std::span<const std::byte> bytes) 
             out.sparse_changed();
         }
     } else if (img.type == detail::PgHllType::full) {
-        out.registers_ = std::move(img.registers);
+        out.registers_.assign(img.registers.begin(), img.registers.end());
         out.rebuild_from_registers();
         out.hip_valid_ = out.empty();
     }
