@@ -236,6 +236,48 @@ TEST_CASE("UltraLogLog::merge is the register union of the paper's update rule",
     }
 }
 
+TEST_CASE("UltraLogLog merge kernels each give the paper's union in every byte lane", "[ultraloglog]") {
+    // Each vector kernel called directly (the dispatcher runs only the best
+    // one this CPU has), on 48 registers: both steps of the AVX2 kernel.
+    struct Kernel {
+        const char* name;
+        bool runs;
+        std::size_t (*merge)(std::uint8_t*, const std::uint8_t*, std::size_t);
+    };
+    std::vector<Kernel> kernels;
+#if TALLY_DETAIL_ULL_SSE2
+    kernels.push_back({"sse2", true, &tally::detail::ull_merge_sse2});
+#endif
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+    kernels.push_back({"ssse3", tally::detail::cpu_has_ssse3(), &tally::detail::ull_merge_ssse3});
+    kernels.push_back({"avx2", tally::detail::cpu_has_avx2(), &tally::detail::ull_merge_avx2});
+#endif
+#if TALLY_DETAIL_ULL_NEON
+    kernels.push_back({"neon", true, &tally::detail::ull_merge_neon});
+#endif
+    constexpr std::size_t m = 48;
+    const auto regs = valid_registers(4);  // kernels run from p = 4; larger p use a subset
+    for (const Kernel& k : kernels) {
+        if (!k.runs) continue;
+        std::size_t wrong = 0, pairs = 0;
+        std::vector<std::uint8_t> a(m), b(m);
+        for (const std::uint8_t x : regs)
+            for (const std::uint8_t y : regs) {
+                std::fill(a.begin(), a.end(), x);
+                std::fill(b.begin(), b.end(), y);
+                const std::size_t done = k.merge(a.data(), b.data(), m);
+                const std::uint8_t want = reference_union(x, y);
+                ++pairs;
+                if ((done != m || std::count(a.begin(), a.end(), want) != static_cast<std::ptrdiff_t>(m)) && ++wrong <= 5)
+                    FAIL_CHECK(k.name << ": " << int(x) << " | " << int(y) << " gave " << int(a[0]) << " over "
+                                      << done << " registers, expected " << int(want));
+            }
+        INFO(k.name);
+        CHECK(pairs == regs.size() * regs.size());
+        CHECK(wrong == 0);
+    }
+}
+
 TEST_CASE("UltraLogLog merge of two streams equals the sketch of their union", "[ultraloglog]") {
     for (int p : {3, 8, 12}) {
         for (std::uint64_t n : {0u, 1u, 50u, 5000u, 200000u}) {

@@ -8,8 +8,9 @@
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-/// x86-64 with GCC or Clang, and TALLY_NO_SIMD not defined: AVX2 kernels
-/// exist in this build (whether the CPU runs them is cpu_has_avx2()).
+/// x86-64 with GCC or Clang, and TALLY_NO_SIMD not defined: AVX2 (and SSSE3)
+/// kernels exist in this build (whether the CPU runs them is cpu_has_avx2(),
+/// cpu_has_ssse3()).
 #if !defined(TALLY_NO_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TALLY_DETAIL_X86_AVX2_KERNELS 1
 #else
@@ -25,6 +26,20 @@ inline bool cpu_has_avx2() noexcept {
     static const bool has = [] {
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2") != 0;
+    }();
+    return has;
+#endif
+}
+
+/// SSSE3 (pshufb) is usable: compiled in with -mssse3 or later, else asked of
+/// the CPU once.
+inline bool cpu_has_ssse3() noexcept {
+#if defined(__SSSE3__)
+    return true;
+#else
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("ssse3") != 0;
     }();
     return has;
 #endif
