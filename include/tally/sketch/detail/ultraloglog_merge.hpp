@@ -83,16 +83,37 @@ inline std::size_t ull_merge_sse2(std::uint8_t* __restrict a, const std::uint8_t
 
 #if TALLY_DETAIL_X86_AVX2_KERNELS
 /// The union over the whole 16-register blocks of [0, m), m >= 16, on a CPU
-/// with AVX2 (32 registers a step, then 16 if left): the bits come from one table lookup (vpshufb) indexed by
+/// with SSSE3: the bits come from one table lookup (pshufb) indexed by
 /// t = min((hi | 3) - lo, 15) = min(distance + 3 - lo's two bits, 15), which
 /// costs three operations where distance | lo's bits costs six. Returns where
 /// the next kernel takes over.
+__attribute__((target("ssse3"))) inline std::size_t ull_merge_ssse3(std::uint8_t* __restrict a,
+                                                                     const std::uint8_t* __restrict b,
+                                                                     std::size_t m) noexcept {
+    // t = 3 - bits at distance 0 (the bits are lo's), 7 - bits at distance 4
+    // (2 | lo's bit 1), 11 - bits at distance 8 (1), 12..15 from 12 on (none);
+    // both registers zero is t = 3 (none).
+    const __m128i bits = _mm_setr_epi8(3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m128i three = _mm_set1_epi8(3), fifteen = _mm_set1_epi8(15);
+    std::size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+        const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+        const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
+        const __m128i t = _mm_min_epu8(_mm_sub_epi8(_mm_or_si128(hi, three), lo), fifteen);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i), _mm_or_si128(hi, _mm_shuffle_epi8(bits, t)));
+    }
+    return i;
+}
+#endif
+
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+/// As ull_merge_ssse3, 32 registers a step, on a CPU with AVX2 (m >= 16; a
+/// last 16 go through the SSSE3 step).
 __attribute__((target("avx2"))) inline std::size_t ull_merge_avx2(std::uint8_t* __restrict a,
                                                                    const std::uint8_t* __restrict b,
                                                                    std::size_t m) noexcept {
-    // t = 3 - bits at distance 0 (the bits are lo's), 7 - bits at distance 4
-    // (2 | lo's bit 1), 11 - bits at distance 8 (1), 12..15 from 12 on (none);
-    // both registers zero is t = 3 (none). Repeated for each 128-bit lane.
+    // ull_merge_ssse3's table in each 128-bit lane
     const __m256i bits = _mm256_setr_epi8(3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0,  //
                                           3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     const __m256i three = _mm256_set1_epi8(3), fifteen = _mm256_set1_epi8(15);
@@ -105,36 +126,7 @@ __attribute__((target("avx2"))) inline std::size_t ull_merge_avx2(std::uint8_t* 
         const __m256i t = _mm256_min_epu8(_mm256_sub_epi8(_mm256_or_si256(hi, three), lo), fifteen);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + i), _mm256_or_si256(hi, _mm256_shuffle_epi8(bits, t)));
     }
-    if (i + 16 <= m) {  // m = 16, or the last 16 of a 48 + 32 k
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
-        const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
-        const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
-        const __m128i t = _mm_min_epu8(_mm_sub_epi8(_mm_or_si128(hi, _mm256_castsi256_si128(three)), lo),
-                                       _mm256_castsi256_si128(fifteen));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i),
-                         _mm_or_si128(hi, _mm_shuffle_epi8(_mm256_castsi256_si128(bits), t)));
-        i += 16;
-    }
-    return i;
-}
-#endif
-
-#if TALLY_DETAIL_X86_AVX2_KERNELS
-/// As ull_merge_avx2, 16 registers a step with pshufb, for a CPU with SSSE3
-/// but not AVX2 (m >= 16).
-__attribute__((target("ssse3"))) inline std::size_t ull_merge_ssse3(std::uint8_t* __restrict a,
-                                                                     const std::uint8_t* __restrict b,
-                                                                     std::size_t m) noexcept {
-    const __m128i bits = _mm_setr_epi8(3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const __m128i three = _mm_set1_epi8(3), fifteen = _mm_set1_epi8(15);
-    std::size_t i = 0;
-    for (; i + 16 <= m; i += 16) {
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
-        const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
-        const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
-        const __m128i t = _mm_min_epu8(_mm_sub_epi8(_mm_or_si128(hi, three), lo), fifteen);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i), _mm_or_si128(hi, _mm_shuffle_epi8(bits, t)));
-    }
+    if (i + 16 <= m) i += ull_merge_ssse3(a + i, b + i, 16);  // m = 16
     return i;
 }
 #endif
