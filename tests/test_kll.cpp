@@ -252,6 +252,53 @@ TEST_CASE("KllSketch: merging keeps n, min, max and the smaller k", "[kll]") {
     CHECK(c.rank(49.0) == 0.5);
 }
 
+TEST_CASE("KllSketch: min_item and max_item stay exact through compactions, copies, bytes and merges", "[kll]") {
+    // The extremes arrive at every point of the stream (first, early, late,
+    // last), so most of them are compacted away by the time they are asked for.
+    for (const std::uint64_t at : {0ull, 1ull, 777ull, 50000ull, 99998ull, 99999ull}) {
+        Rng rng(at + 5);
+        KllSketch<double> s(200, at);
+        KllSketch<float> f(8, at);
+        double lo = 0, hi = 0;
+        for (std::uint64_t i = 0; i < 100000; ++i) {
+            double x = rng.uniform() * 2.0 - 1.0;
+            if (i == at) x = -7.5;
+            if (i == 99999 - at) x = 9.25;
+            s.add(x);
+            f.add(static_cast<float>(x));
+            lo = i == 0 ? x : std::min(lo, x);
+            hi = i == 0 ? x : std::max(hi, x);
+        }
+        INFO("extremes at " << at);
+        CHECK(s.is_estimation_mode());
+        CHECK(s.min_item() == lo);
+        CHECK(s.max_item() == hi);
+        CHECK(f.min_item() == static_cast<float>(lo));
+        CHECK(f.max_item() == static_cast<float>(hi));
+        const KllSketch<double> copy = s;
+        CHECK(copy.min_item() == lo);
+        CHECK(copy.max_item() == hi);
+        const auto back = KllSketch<double>::deserialize(s.serialize());
+        CHECK(back.min_item() == lo);
+        CHECK(back.max_item() == hi);
+        const auto ds = KllSketch<double>::from_datasketches(s.to_datasketches());
+        CHECK(ds.min_item() == lo);
+        CHECK(ds.max_item() == hi);
+        // Merged both ways, with a sketch whose own extremes sit in its level 0.
+        KllSketch<double> small(200, 9);
+        small.add(0.5);
+        small.add(-0.25);
+        KllSketch<double> m1 = s;
+        m1.merge(small);
+        KllSketch<double> m2 = small;
+        m2.merge(s);
+        CHECK(m1.min_item() == lo);
+        CHECK(m2.min_item() == lo);
+        CHECK(m1.max_item() == hi);
+        CHECK(m2.max_item() == hi);
+    }
+}
+
 TEST_CASE("KllSketch: merge laws (in distribution), truncations, corruptions", "[kll][laws]") {
     KllSketch<double> empty(200, 1), a(200, 2), b(200, 3), c(200, 4);
     Rng rng(11);

@@ -159,8 +159,8 @@ class KllSketch {
     [[nodiscard]] std::uint64_t total() const noexcept { return n_; }
     [[nodiscard]] bool empty() const noexcept { return n_ == 0; }
     /// Exact smallest and largest item added; NaN when empty.
-    [[nodiscard]] T min_item() const noexcept { return n_ ? min_ : std::numeric_limits<T>::quiet_NaN(); }
-    [[nodiscard]] T max_item() const noexcept { return n_ ? max_ : std::numeric_limits<T>::quiet_NaN(); }
+    [[nodiscard]] T min_item() const noexcept { return n_ ? lowest() : std::numeric_limits<T>::quiet_NaN(); }
+    [[nodiscard]] T max_item() const noexcept { return n_ ? highest() : std::numeric_limits<T>::quiet_NaN(); }
     [[nodiscard]] std::uint16_t k() const noexcept { return k_; }
     [[nodiscard]] std::uint16_t min_k() const noexcept { return min_k_; }
     [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
@@ -196,6 +196,17 @@ class KllSketch {
     std::uint32_t level_size(std::uint32_t h) const noexcept {
         return h < num_levels_ ? levels_[h + 1] - levels_[h] : 0;
     }
+    // Exact smallest / largest item added (infinity / -infinity when empty).
+    T lowest() const noexcept {
+        T m = min_;
+        for (std::uint32_t i = levels_[0]; i < levels_[1]; ++i) m = items_[i - base_] < m ? items_[i - base_] : m;
+        return m;
+    }
+    T highest() const noexcept {
+        T m = max_;
+        for (std::uint32_t i = levels_[0]; i < levels_[1]; ++i) m = m < items_[i - base_] ? items_[i - base_] : m;
+        return m;
+    }
     void build_view() const;
     void reset_empty() noexcept;
     static void put_item(ByteWriter& w, T x) {
@@ -221,6 +232,10 @@ class KllSketch {
     std::uint64_t n_ = 0;
     std::uint64_t seed_;
     std::uint64_t rng_;
+    // The smallest and largest item, except those still in level 0: add stores
+    // an item and nothing else (a running minimum and maximum in the object
+    // made every add wait on the previous one's store), and level 0 is folded
+    // in when it is compacted (its sorted ends) or read (lowest(), highest()).
     T min_ = std::numeric_limits<T>::infinity();
     T max_ = -std::numeric_limits<T>::infinity();
     std::uint32_t cap_ = 0;
@@ -346,8 +361,6 @@ TALLY_ALWAYS_INLINE bool KllSketch<T>::try_add(T x) noexcept {
     if (TALLY_UNLIKELY(levels_[0] == base_) && !make_room()) return false;
     x += T(0);  // -0 -> +0
     items_[--levels_[0] - base_] = x;
-    min_ = x < min_ ? x : min_;
-    max_ = max_ < x ? x : max_;
     ++n_;
     sorted0_ = false;
     view_ok_ = false;
@@ -376,7 +389,7 @@ bool KllSketch<T>::make_room() noexcept {
     std::uint32_t h = 0;
     while (h + 1 < num_levels_ && levels_[h + 1] - levels_[h] < caps_.level(num_levels_, h)) ++h;
     if (h == num_levels_ - 1 && !grow()) return false;
-    detail::kll_compact_level(items_.get(), levels_.data(), h, sorted0_, bit());
+    detail::kll_compact_level(items_.get(), levels_.data(), h, sorted0_, bit(), min_, max_);
     return true;
 }
 
@@ -406,6 +419,9 @@ KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
     if (n_ > std::numeric_limits<std::uint64_t>::max() - other.n_)
         detail::throw_invalid_argument("tally::KllSketch::merge: the item count would overflow 2^64 - 1");
     const std::uint64_t final_n = n_ + other.n_;
+    // before the level-0 items of either are compacted away
+    const T lo = std::min(lowest(), other.lowest());
+    const T hi = std::max(highest(), other.highest());
     const std::uint32_t prov = std::max(num_levels_, other.num_levels_);
     const std::uint32_t count = num_retained() + other.num_retained();
     std::unique_ptr<T[]> work(new T[count]);
@@ -440,8 +456,8 @@ KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
     cap_ = r.capacity;
     base_ = 0;
     n_ = final_n;
-    min_ = std::min(min_, other.min_);
-    max_ = std::max(max_, other.max_);
+    min_ = lo;
+    max_ = hi;
     if (other.num_levels_ > 1) min_k_ = std::min(min_k_, other.min_k_);
     sorted0_ = false;
     view_ok_ = false;
@@ -612,8 +628,8 @@ std::vector<std::byte> KllSketch<T>::serialize() const {
     w.u64(seed_);
     w.u64(rng_);
     if (n_ != 0) {
-        put_item(w, min_);
-        put_item(w, max_);
+        put_item(w, lowest());
+        put_item(w, highest());
         for (std::uint32_t h = 0; h < num_levels_; ++h) w.u32(level_size(h));
         for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i - base_]);
     }
@@ -734,8 +750,8 @@ std::vector<std::byte> KllSketch<T>::to_datasketches() const {
         w.u8(static_cast<std::uint8_t>(num_levels_));
         w.u8(0);
         for (std::uint32_t h = 0; h < num_levels_; ++h) w.u32(levels_[h]);
-        put_item(w, min_);
-        put_item(w, max_);
+        put_item(w, lowest());
+        put_item(w, highest());
     }
     for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i - base_]);
     return w.take();

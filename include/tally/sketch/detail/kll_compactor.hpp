@@ -424,10 +424,12 @@ inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_
 /// DataSketches' update path does: level `h` is at or over capacity; its items
 /// (but one, if odd) are sorted (level 0), halved by `offset` and merged into
 /// level h + 1; the levels below move up into the space freed. levels[h + 2]
-/// must exist (the caller added a top level when h was the top).
+/// must exist (the caller added a top level when h was the top). When h is 0,
+/// lowest and highest take in the smallest and largest item compacted (half
+/// of them leave the sketch).
 template <class T>
 inline void kll_compact_level(T* items, std::uint32_t* levels, std::uint32_t h, bool level0_sorted,
-                              std::uint32_t offset) noexcept {
+                              std::uint32_t offset, T& lowest, T& highest) noexcept {
     const std::uint32_t raw_beg = levels[h];
     const std::uint32_t raw_lim = levels[h + 1];
     const std::uint32_t pop_above = levels[h + 2] - raw_lim;
@@ -439,6 +441,10 @@ inline void kll_compact_level(T* items, std::uint32_t* levels, std::uint32_t h, 
     const std::uint32_t free_beg = levels[0];
 
     if (h == 0 && !level0_sorted) kll_sort(items + adj_beg, adj_pop);
+    if (h == 0 && adj_pop > 0) {
+        lowest = items[adj_beg] < lowest ? items[adj_beg] : lowest;
+        highest = highest < items[adj_beg + adj_pop - 1] ? items[adj_beg + adj_pop - 1] : highest;
+    }
     if (pop_above == 0) {
         kll_halve_up(items, adj_beg, adj_pop, offset);
     } else {
