@@ -158,7 +158,7 @@ class KllSketch {
 
     [[nodiscard]] std::uint64_t total() const noexcept { return n_; }
     [[nodiscard]] bool empty() const noexcept { return n_ == 0; }
-    /// Exact smallest and largest item added; NaN when empty.
+    /// Exact smallest and largest item added; NaN when empty. O(level 0 items).
     [[nodiscard]] T min_item() const noexcept { return n_ ? lowest() : std::numeric_limits<T>::quiet_NaN(); }
     [[nodiscard]] T max_item() const noexcept { return n_ ? highest() : std::numeric_limits<T>::quiet_NaN(); }
     [[nodiscard]] std::uint16_t k() const noexcept { return k_; }
