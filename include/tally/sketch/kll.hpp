@@ -209,6 +209,16 @@ class KllSketch {
     }
     void build_view() const;
     void reset_empty() noexcept;
+    // Out of line so that quantile() keeps no string-building frame.
+#if defined(__GNUC__) || defined(__clang__)
+    [[noreturn, gnu::noinline, gnu::cold]]
+#else
+    [[noreturn]]
+#endif
+    static void bad_rank(double rank) {
+        detail::throw_invalid_argument("tally::KllSketch::quantile: rank " + detail::format_number(rank) +
+                                       " is out of range [0, 1]");
+    }
     static void put_item(ByteWriter& w, T x) {
         if constexpr (sizeof(T) == 4)
             w.u32(std::bit_cast<std::uint32_t>(x));
@@ -528,19 +538,20 @@ T KllSketch<T>::SortedView::quantile(double rank, bool inclusive) const noexcept
     const std::uint64_t total = cum_.back();
     const double wd = rank * static_cast<double>(total);
     // The answer is the first item whose cumulative weight reaches `need`:
-    // ceil(rank n) inclusive, floor(rank n) + 1 exclusive (clamped to the last).
+    // ceil(rank n) inclusive, floor(rank n) + 1 exclusive, at most n (the
+    // last item's weight, so every scan below stops by the last item).
     constexpr double two64 = 18446744073709551616.0;
-    std::uint64_t need = wd >= two64 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(inclusive ? std::ceil(wd) : wd);
-    if (!inclusive && need != ~std::uint64_t{0}) ++need;
-    const std::size_t last = cum_.size() - 1;
-    const std::uint64_t bucket = need >> shift_;
-    std::size_t i = first_at_[bucket < first_at_.size() ? static_cast<std::size_t>(bucket) : first_at_.size() - 1];
+    const std::uint64_t below = wd >= two64 ? total : static_cast<std::uint64_t>(wd);
+    const std::uint64_t step = inclusive ? static_cast<std::uint64_t>(static_cast<double>(below) < wd) : 1;
+    const std::uint64_t need = below < total ? below + step : total;
+    // need <= total, so its bucket exists
+    std::size_t i = first_at_[static_cast<std::size_t>(need >> shift_)];
     const std::uint64_t* cum = cum_.data();
     // a bucket holds one or two boundaries in most views: two steps without
     // branches, then a loop that seldom runs
-    i += static_cast<std::size_t>(i < last && cum[i] < need);
-    i += static_cast<std::size_t>(i < last && cum[i] < need);
-    while (i < last && cum[i] < need) ++i;
+    i += static_cast<std::size_t>(cum[i] < need);
+    i += static_cast<std::size_t>(cum[i] < need);
+    while (cum[i] < need) ++i;
     return items_[i];
 }
 
@@ -549,17 +560,19 @@ double KllSketch<T>::SortedView::rank(T item, bool inclusive) const noexcept {
     const T* base = items_.data();
     std::size_t len = items_.size();
     // number of items <= item (inclusive) or < item
+    // selects, not multiplies: a conditional move is the shortest step of
+    // the chain of dependent loads
     if (inclusive) {
         while (len > 1) {
             const std::size_t half = len / 2;
-            base += static_cast<std::size_t>(!(item < base[half - 1])) * half;
+            base = item < base[half - 1] ? base : base + half;
             len -= half;
         }
         base += !(item < *base);
     } else {
         while (len > 1) {
             const std::size_t half = len / 2;
-            base += static_cast<std::size_t>(base[half - 1] < item) * half;
+            base = base[half - 1] < item ? base + half : base;
             len -= half;
         }
         base += *base < item;
@@ -571,18 +584,18 @@ double KllSketch<T>::SortedView::rank(T item, bool inclusive) const noexcept {
 
 template <class T>
 T KllSketch<T>::quantile(double rank, bool inclusive) const {
-    if (!(rank >= 0.0 && rank <= 1.0))
-        detail::throw_invalid_argument("tally::KllSketch::quantile: rank " + detail::format_number(rank) +
-                                       " is out of range [0, 1]");
+    if (TALLY_UNLIKELY(!(rank >= 0.0 && rank <= 1.0))) bad_rank(rank);
     if (empty()) return std::numeric_limits<T>::quiet_NaN();
-    return sorted_view().quantile(rank, inclusive);
+    if (TALLY_UNLIKELY(!view_ok_)) build_view();
+    return view_.quantile(rank, inclusive);
 }
 
 template <class T>
 double KllSketch<T>::rank(T item, bool inclusive) const {
-    if (item != item) detail::throw_invalid_argument("tally::KllSketch::rank: item is NaN (must be a number)");
+    if (TALLY_UNLIKELY(item != item)) detail::throw_invalid_argument("tally::KllSketch::rank: item is NaN (must be a number)");
     if (empty()) return std::numeric_limits<double>::quiet_NaN();
-    return sorted_view().rank(item, inclusive);
+    if (TALLY_UNLIKELY(!view_ok_)) build_view();
+    return view_.rank(item, inclusive);
 }
 
 template <class T>
