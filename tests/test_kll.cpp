@@ -418,6 +418,55 @@ TEST_CASE("KllSketch: quantile is the first item whose cumulative weight reaches
     CHECK(wrong == 0);
 }
 
+TEST_CASE("KllSketch: rank is the weight of the items at or below (or below) the item", "[kll]") {
+    // The oracle counts the view's items by comparison; the data spread over
+    // one binade, over eighty (where the item index's buckets are crowded),
+    // and over a handful of tied values with both infinities; the items
+    // asked include every retained item and its neighbours, both zeros, both
+    // infinities and points outside the data.
+    const auto uniform = [](Rng& rng) { return rng.uniform(); };
+    const auto heavy = [](Rng& rng) { return (rng.below(2) ? 1.0 : -1.0) * std::exp(rng.uniform() * 80.0 - 40.0); };
+    const auto tied = [](Rng& rng) {
+        const std::uint64_t r = rng.below(7);
+        if (r == 5) return std::numeric_limits<double>::infinity();
+        if (r == 6) return -std::numeric_limits<double>::infinity();
+        return static_cast<double>(r) - 2.0;
+    };
+    std::size_t wrong = 0, checked = 0;
+    for (int dist = 0; dist < 3; ++dist)
+        for (const std::uint64_t n : {1ull, 7ull, 5000ull, 300000ull}) {
+            KllSketch<double> s(200, n + static_cast<std::uint64_t>(dist));
+            Rng rng(n * 7 + static_cast<std::uint64_t>(dist));
+            for (std::uint64_t i = 0; i < n; ++i) s.add(dist == 0 ? uniform(rng) : dist == 1 ? heavy(rng) : tied(rng));
+            const auto& v = s.sorted_view();
+            const auto items = v.items();
+            const auto cum = v.cumulative_weights();
+            const double total = static_cast<double>(v.total_weight());
+            constexpr double inf = std::numeric_limits<double>::infinity();
+            std::vector<double> asked = {0.0, -0.0, inf, -inf, items.front() - 1.0, items.back() + 1.0};
+            for (const double x : items)
+                asked.insert(asked.end(), {x, std::nextafter(x, -inf), std::nextafter(x, inf)});
+            for (int i = 0; i < 200; ++i) asked.push_back(dist == 1 ? heavy(rng) : rng.uniform() * 6.0 - 3.0);
+            for (const double x : asked)
+                for (const bool inclusive : {true, false}) {
+                    std::size_t count = 0;
+                    for (const double y : items) count += inclusive ? !(x < y) : (y < x);
+                    const double want = count == 0 ? 0.0 : static_cast<double>(cum[count - 1]) / total;
+                    ++checked;
+                    if (s.rank(x, inclusive) != want && ++wrong)
+                        FAIL_CHECK("dist " << dist << ", n " << n << ", item " << x << (inclusive ? " inclusive" : " exclusive"));
+                }
+        }
+    CHECK(checked > 10000);
+    CHECK(wrong == 0);
+    // -0 is the smallest item's equal here, at the very start of the index
+    KllSketch<double> zero_one;
+    zero_one.add(0.0);
+    zero_one.add(1.0);
+    CHECK(zero_one.rank(-0.0, true) == 0.5);
+    CHECK(zero_one.rank(-0.0, false) == 0.0);
+}
+
 TEST_CASE("KllSketch: tied data answers the tied value and exact ranks at the ties", "[kll]") {
     KllSketch<double> s(200, 4);
     // 10^5 items, 60% of them exactly 7.0

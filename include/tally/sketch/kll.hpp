@@ -43,12 +43,12 @@ TALLY_BEGIN_NAMESPACE
 /// (docs/kll.md). min_item() and max_item() are exact.
 ///
 /// Cost: add amortised O(1) (a compaction every few adds sorts a few items);
-/// quantile an index lookup and a step or two, rank a binary search, over
-/// the sorted view the first query after a change builds (O(retained log
-/// levels)); merge O(retained of both). Memory: about 3k + 8 log2(n/k) items
-/// (k = 200, n = 10^6: 614 items, 4.9 KB of doubles) plus the sorted view
-/// once queried (at most 20 or 24 bytes a retained item); memory_bytes()
-/// reports it.
+/// quantile an index lookup and a step or two, rank an index lookup and a
+/// search of one bucket, over the sorted view the first query after a change
+/// builds (O(retained log levels)); merge O(retained of both). Memory: about
+/// 3k + 8 log2(n/k) items (k = 200, n = 10^6: 614 items, 4.9 KB of doubles)
+/// plus the sorted view once queried (at most 28 or 32 bytes a retained
+/// item); memory_bytes() reports it.
 /// Compaction is randomised by the sketch's own splitmix64 stream from
 /// `seed`: same seed, same inputs, same sketch.
 /// Thread safety: one writer; const queries may run concurrently once the
@@ -93,10 +93,27 @@ class KllSketch {
         // at or above its start, so quantile() lands within a step or two of
         // its answer instead of searching all m.
         void index_weights();
+        // Fills below_: the items' order keys (integers ordered as the items)
+        // from the smallest item's in buckets of 2^key_shift_ (at most 2 m
+        // buckets, and one past the last), each holding the number of items
+        // below its start, so rank() searches one bucket's items, usually a
+        // few, instead of all m.
+        void index_items();
+        using Key = detail::KllBits<T>;
+        // -0 and +0 compare equal, so they share +0's key
+        static Key order_key(T x) noexcept {
+            const Key bits = std::bit_cast<Key>(x + T(0));
+            constexpr Key sign = Key{1} << (sizeof(T) * 8 - 1);
+            return (bits & sign) ? ~bits : bits | sign;
+        }
         std::vector<T> items_;
         std::vector<std::uint64_t> cum_;
         std::vector<std::uint32_t> first_at_;
+        std::vector<std::uint32_t> below_;
         int shift_ = 0;
+        int key_shift_ = 0;
+        Key key_lo_ = 0;
+        Key key_hi_ = 0;
     };
 
     /// k in [8, 65535] (std::invalid_argument otherwise). Allocates nothing
@@ -171,7 +188,8 @@ class KllSketch {
     /// Object, item buffer and sorted view bytes.
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
         return sizeof(*this) + std::size_t{cap_ - base_} * sizeof(T) + view_.items_.capacity() * sizeof(T) +
-               view_.cum_.capacity() * sizeof(std::uint64_t) + view_.first_at_.capacity() * sizeof(std::uint32_t);
+               view_.cum_.capacity() * sizeof(std::uint64_t) +
+               (view_.first_at_.capacity() + view_.below_.capacity()) * sizeof(std::uint32_t);
     }
 
     // ---- bytes -------------------------------------------------------------
@@ -355,6 +373,7 @@ void KllSketch<T>::reset_empty() noexcept {
     view_.items_.clear();
     view_.cum_.clear();
     view_.first_at_.clear();
+    view_.below_.clear();
 }
 
 template <class T>
@@ -363,6 +382,7 @@ void KllSketch<T>::clear() noexcept {
     view_.items_.shrink_to_fit();
     view_.cum_.shrink_to_fit();
     view_.first_at_.shrink_to_fit();
+    view_.below_.shrink_to_fit();
 }
 
 template <class T>
@@ -506,6 +526,7 @@ void KllSketch<T>::build_view() const {
         view_.cum_[i] = total;
     }
     view_.index_weights();
+    view_.index_items();
     view_ok_ = true;
 }
 
@@ -534,6 +555,27 @@ void KllSketch<T>::SortedView::index_weights() {
 }
 
 template <class T>
+void KllSketch<T>::SortedView::index_items() {
+    const std::size_t m = items_.size();
+    below_.clear();
+    key_shift_ = 0;
+    if (m == 0) return;
+    key_lo_ = order_key(items_.front());
+    key_hi_ = order_key(items_.back());
+    const Key span = key_hi_ - key_lo_;
+    while ((span >> key_shift_) >= 2 * m) ++key_shift_;
+    const std::size_t buckets = static_cast<std::size_t>(span >> key_shift_) + 1;
+    below_.resize(buckets + 1);
+    std::size_t i = 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+        const Key start = key_lo_ + (static_cast<Key>(b) << key_shift_);
+        while (i < m && order_key(items_[i]) < start) ++i;
+        below_[b] = static_cast<std::uint32_t>(i);
+    }
+    below_[buckets] = static_cast<std::uint32_t>(m);
+}
+
+template <class T>
 T KllSketch<T>::SortedView::quantile(double rank, bool inclusive) const noexcept {
     const std::uint64_t total = cum_.back();
     const double wd = rank * static_cast<double>(total);
@@ -557,25 +599,31 @@ T KllSketch<T>::SortedView::quantile(double rank, bool inclusive) const noexcept
 
 template <class T>
 double KllSketch<T>::SortedView::rank(T item, bool inclusive) const noexcept {
-    const T* base = items_.data();
-    std::size_t len = items_.size();
-    // number of items <= item (inclusive) or < item
-    // selects, not multiplies: a conditional move is the shortest step of
-    // the chain of dependent loads
+    const Key key = order_key(item);
+    if (key < key_lo_) return 0;   // below every item
+    if (key > key_hi_) return 1;   // above every item: all the weight
+    // Items before the key's bucket are below item, items from the next
+    // bucket on above it: only the bucket's own items need comparing.
+    const std::size_t b = static_cast<std::size_t>((key - key_lo_) >> key_shift_);
+    const T* base = items_.data() + below_[b];
+    std::size_t len = below_[b + 1] - below_[b];
+    // the number of the bucket's items <= item (inclusive) or < item, by a
+    // search whose steps are selects (a conditional move is the shortest step
+    // of a chain of dependent loads)
     if (inclusive) {
-        while (len > 1) {
+        while (len > 0) {
             const std::size_t half = len / 2;
-            base = item < base[half - 1] ? base : base + half;
-            len -= half;
+            const bool below = !(item < base[half]);
+            base = below ? base + half + 1 : base;
+            len = below ? len - half - 1 : half;
         }
-        base += !(item < *base);
     } else {
-        while (len > 1) {
+        while (len > 0) {
             const std::size_t half = len / 2;
-            base = base[half - 1] < item ? base + half : base;
-            len -= half;
+            const bool below = base[half] < item;
+            base = below ? base + half + 1 : base;
+            len = below ? len - half - 1 : half;
         }
-        base += *base < item;
     }
     const std::size_t i = static_cast<std::size_t>(base - items_.data());
     if (i == 0) return 0;
