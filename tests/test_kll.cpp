@@ -528,6 +528,61 @@ std::size_t kernel_mismatches(Rng& rng) {
             if (!std::equal(want.begin(), want.end(), buf.begin() + na) && ++wrong)
                 FAIL_CHECK("kll_merge_up " << na << " + " << nb);
         }
+    // Each small network directly (the dispatch above picks one per CPU):
+    // the scalar ones, and on x86-64 with AVX2 the vector ones for double.
+    for (std::uint32_t na = 1; na <= 16; ++na)
+        for (std::uint32_t nb = 1; nb <= 16; ++nb) {
+            const std::vector<T> a = draw(na), b = draw(nb);
+            std::vector<T> want(na + nb);
+            std::merge(a.begin(), a.end(), b.begin(), b.end(), want.begin());
+            const auto in_place = [&](auto&& merge) {
+                std::vector<T> buf(2 * std::size_t{na} + nb, T(-1));
+                std::copy(a.begin(), a.end(), buf.begin());
+                std::copy(b.begin(), b.end(), buf.begin() + 2 * na);
+                merge(buf.data(), buf.data() + 2 * na, buf.data() + na);
+                return std::equal(want.begin(), want.end(), buf.begin() + na);
+            };
+            if (na <= 8 && nb <= 8 &&
+                !in_place([&](T* x, T* y, T* out) { tally::detail::kll_merge_network_into<8>(x, na, y, nb, out); }) &&
+                ++wrong)
+                FAIL_CHECK("kll_merge_network_into<8> " << na << " + " << nb);
+            if (!in_place([&](T* x, T* y, T* out) { tally::detail::kll_merge_network_into<16>(x, na, y, nb, out); }) &&
+                ++wrong)
+                FAIL_CHECK("kll_merge_network_into<16> " << na << " + " << nb);
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+            if constexpr (std::is_same_v<T, double>) {
+                if (tally::detail::cpu_has_avx2() &&
+                    !in_place([&](T* x, T* y, T* out) { tally::detail::kll_merge16_avx2(x, na, y, nb, out); }) &&
+                    ++wrong)
+                    FAIL_CHECK("kll_merge16_avx2 " << na << " + " << nb);
+            }
+#endif
+        }
+    for (std::uint32_t n = 0; n <= 32; ++n) {
+        std::vector<T> v(n);
+        for (T& x : v) x = kernel_value<T>(rng);
+        std::vector<T> want = v;
+        std::sort(want.begin(), want.end());
+        std::vector<T> got = v;
+        if (n <= 8) {
+            tally::detail::kll_sort_small<8>(got.data(), n);
+            if (got != want && ++wrong) FAIL_CHECK("kll_sort_small<8> " << n);
+        }
+        if (n <= 16) {
+            got = v;
+            tally::detail::kll_sort_small<16>(got.data(), n);
+            if (got != want && ++wrong) FAIL_CHECK("kll_sort_small<16> " << n);
+        }
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+        if constexpr (std::is_same_v<T, double>) {
+            if (tally::detail::cpu_has_avx2()) {
+                got = v;
+                tally::detail::kll_sort32_avx2(got.data(), n);
+                if (got != want && ++wrong) FAIL_CHECK("kll_sort32_avx2 " << n);
+            }
+        }
+#endif
+    }
     for (std::uint32_t n = 0; n <= 600; ++n) {
         std::vector<T> v(n);
         for (T& x : v) x = kernel_value<T>(rng) * static_cast<T>(1 + rng.below(n / 8 + 1));

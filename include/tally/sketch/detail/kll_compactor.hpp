@@ -11,6 +11,7 @@
 #pragma once
 
 #include "../../detail/abi.hpp"
+#include "kll_avx2.hpp"
 
 #include <algorithm>
 #include <array>
@@ -414,6 +415,14 @@ TALLY_KLL_INLINE void kll_merge_network_into(const T* x, std::uint32_t nx, const
 template <class T>
 inline void kll_sort(T* first, std::uint32_t n) noexcept {
     constexpr std::uint32_t small = 512;
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+    if constexpr (std::is_same_v<T, double>) {
+        if (n <= 32 && cpu_has_avx2()) {
+            kll_sort32_avx2(first, n);
+            return;
+        }
+    }
+#endif
     if (n <= 8) {
         kll_sort_small<8>(first, n);
         return;
@@ -472,6 +481,14 @@ inline void kll_halve_up(T* buf, std::uint32_t start, std::uint32_t length, std:
 template <class T>
 inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_t b, std::uint32_t nb) noexcept {
     if (na >= 1 && nb >= 1 && na <= 16 && nb <= 16) {
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+        if constexpr (std::is_same_v<T, double>) {
+            if (cpu_has_avx2()) {
+                kll_merge16_avx2(buf + a, na, buf + b, nb, buf + a + na);
+                return;
+            }
+        }
+#endif
         if (na <= 8 && nb <= 8)
             kll_merge_network_into<8>(buf + a, na, buf + b, nb, buf + a + na);
         else

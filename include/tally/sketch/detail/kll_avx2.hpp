@@ -1,0 +1,149 @@
+// tally/sketch/detail/kll_avx2.hpp: KllSketch<double>'s small sorts and
+// merges (level 0's sort and the merge of a few items into the level above)
+// as bitonic networks on four doubles a register (Batcher, "Sorting networks
+// and their applications", AFIPS 1968), for x86-64 CPUs with AVX2, chosen at
+// run time. The scalar networks of kll_compactor.hpp do the same elsewhere.
+//
+// A sort of up to 16 items: four registers, each column sorted by a 4-input
+// network and the 4x4 block transposed, so that each register is a sorted
+// run; then bitonic merges of runs, doubling, to one sorted run. A merge of
+// two sorted runs: the second reversed behind the first is bitonic, and a
+// bitonic merge sorts it. Runs shorter than their registers are padded with
+// +inf, loaded and stored through lane masks (nothing past a run is read or
+// written).
+#pragma once
+
+#include "../../core/detail/cpu_features.hpp"
+#include "../../detail/abi.hpp"
+
+#include <cstdint>
+
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+#include <immintrin.h>
+
+TALLY_BEGIN_NAMESPACE
+namespace detail {
+
+#define TALLY_KLL_AVX2 __attribute__((target("avx2"), always_inline)) inline
+
+/// Lanes start .. start + 3 of a run of n items, +inf past its end.
+TALLY_KLL_AVX2 __m256d kll_avx2_load(const double* run, std::uint32_t n, std::uint32_t start) noexcept {
+    const __m256i lane = _mm256_setr_epi64x(start, start + 1, start + 2, start + 3);
+    const __m256i in = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lane);
+    // no lane is read where the mask is clear, so past the run the address
+    // may be any valid one
+    const double* at = start < n ? run + start : run;
+    const __m256d v = _mm256_maskload_pd(at, in);
+    return _mm256_blendv_pd(_mm256_set1_pd(__builtin_inf()), v, _mm256_castsi256_pd(in));
+}
+
+/// Stores the lanes of v that fall in [0, n) at out + start.
+TALLY_KLL_AVX2 void kll_avx2_store(double* out, std::uint32_t n, std::uint32_t start, __m256d v) noexcept {
+    const __m256i lane = _mm256_setr_epi64x(start, start + 1, start + 2, start + 3);
+    const __m256i in = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lane);
+    double* at = start < n ? out + start : out;
+    _mm256_maskstore_pd(at, in, v);
+}
+
+TALLY_KLL_AVX2 void kll_avx2_cx(__m256d& a, __m256d& b) noexcept {
+    const __m256d lo = _mm256_min_pd(a, b);
+    b = _mm256_max_pd(a, b);
+    a = lo;
+}
+
+/// Sorts a bitonic sequence of four lanes.
+TALLY_KLL_AVX2 __m256d kll_avx2_clean(__m256d v) noexcept {
+    __m256d t = _mm256_permute2f128_pd(v, v, 0x01);  // lanes 2 3 0 1
+    v = _mm256_blend_pd(_mm256_min_pd(v, t), _mm256_max_pd(v, t), 0b1100);
+    t = _mm256_permute_pd(v, 0b0101);  // lanes 1 0 3 2
+    return _mm256_blend_pd(_mm256_min_pd(v, t), _mm256_max_pd(v, t), 0b1010);
+}
+
+/// Sorts v[0 .. R) (4R lanes, register-major), a bitonic sequence.
+template <int R>
+TALLY_KLL_AVX2 void kll_avx2_bitonic(__m256d* v) noexcept {
+    for (int d = R / 2; d >= 1; d /= 2)
+        for (int i = 0; i < R; ++i)
+            if ((i & d) == 0) kll_avx2_cx(v[i], v[i + d]);
+    for (int i = 0; i < R; ++i) v[i] = kll_avx2_clean(v[i]);
+}
+
+/// v[0 .. R) and v[R .. 2R) sorted, each: sorts v[0 .. 2R).
+template <int R>
+TALLY_KLL_AVX2 void kll_avx2_merge(__m256d* v) noexcept {
+    // the second run reversed: registers in reverse order, lanes reversed
+    for (int i = 0; i < R / 2; ++i) {
+        const __m256d t = v[R + i];
+        v[R + i] = v[2 * R - 1 - i];
+        v[2 * R - 1 - i] = t;
+    }
+    for (int i = R; i < 2 * R; ++i) v[i] = _mm256_permute4x64_pd(v[i], 0x1B);
+    kll_avx2_bitonic<2 * R>(v);
+}
+
+/// Sorts the 16 lanes of v[0 .. 4).
+TALLY_KLL_AVX2 void kll_avx2_sort16(__m256d* v) noexcept {
+    // each column through a 4-input network
+    kll_avx2_cx(v[0], v[1]);
+    kll_avx2_cx(v[2], v[3]);
+    kll_avx2_cx(v[0], v[2]);
+    kll_avx2_cx(v[1], v[3]);
+    kll_avx2_cx(v[1], v[2]);
+    // transpose: each register becomes a sorted column
+    const __m256d t0 = _mm256_unpacklo_pd(v[0], v[1]);
+    const __m256d t1 = _mm256_unpackhi_pd(v[0], v[1]);
+    const __m256d t2 = _mm256_unpacklo_pd(v[2], v[3]);
+    const __m256d t3 = _mm256_unpackhi_pd(v[2], v[3]);
+    v[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    v[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    v[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    v[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+    kll_avx2_merge<1>(v);
+    kll_avx2_merge<1>(v + 2);
+    kll_avx2_merge<2>(v);
+}
+
+/// Sorts first[0 .. n), n <= 32.
+__attribute__((target("avx2"))) inline void kll_sort32_avx2(double* first, std::uint32_t n) noexcept {
+    __m256d v[8];
+    if (n <= 16) {
+        for (std::uint32_t r = 0; r < 4; ++r) v[r] = kll_avx2_load(first, n, 4 * r);
+        kll_avx2_sort16(v);
+        for (std::uint32_t r = 0; r < 4; ++r) kll_avx2_store(first, n, 4 * r, v[r]);
+        return;
+    }
+    for (std::uint32_t r = 0; r < 8; ++r) v[r] = kll_avx2_load(first, n, 4 * r);
+    kll_avx2_sort16(v);
+    kll_avx2_sort16(v + 4);
+    kll_avx2_merge<4>(v);
+    for (std::uint32_t r = 0; r < 8; ++r) kll_avx2_store(first, n, 4 * r, v[r]);
+}
+
+/// Merges sorted x (1 <= nx <= 16) and sorted y (1 <= ny <= 16) into out,
+/// which may overlap either (every item is loaded first).
+__attribute__((target("avx2"))) inline void kll_merge16_avx2(const double* x, std::uint32_t nx, const double* y,
+                                                             std::uint32_t ny, double* out) noexcept {
+    __m256d v[8];
+    const std::uint32_t n = nx + ny;
+    if (nx <= 8 && ny <= 8) {
+        v[0] = kll_avx2_load(x, nx, 0);
+        v[1] = kll_avx2_load(x, nx, 4);
+        v[2] = kll_avx2_load(y, ny, 0);
+        v[3] = kll_avx2_load(y, ny, 4);
+        kll_avx2_merge<2>(v);
+        for (std::uint32_t r = 0; r < 4; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
+        return;
+    }
+    for (std::uint32_t r = 0; r < 4; ++r) {
+        v[r] = kll_avx2_load(x, nx, 4 * r);
+        v[4 + r] = kll_avx2_load(y, ny, 4 * r);
+    }
+    kll_avx2_merge<4>(v);
+    for (std::uint32_t r = 0; r < 8; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
+}
+
+#undef TALLY_KLL_AVX2
+
+}  // namespace detail
+TALLY_END_NAMESPACE
+#endif
