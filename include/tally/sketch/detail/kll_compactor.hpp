@@ -441,11 +441,28 @@ inline void kll_sort(T* first, std::uint32_t n) noexcept {
         std::sort(first, first + n);
         return;
     }
-    for (std::uint32_t i = 0; i < n; i += 16) kll_sort_small<16>(first + i, std::min<std::uint32_t>(16, n - i));
+    std::uint32_t block = 16;
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+    if constexpr (std::is_same_v<T, double>) {
+        if (cpu_has_avx2()) block = 32;
+    }
+#endif
+    for (std::uint32_t i = 0; i < n; i += block) {
+        const std::uint32_t len = std::min(block, n - i);
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+        if constexpr (std::is_same_v<T, double>) {
+            if (block == 32) {
+                kll_sort32_avx2(first + i, len);
+                continue;
+            }
+        }
+#endif
+        kll_sort_small<16>(first + i, len);
+    }
     T scratch[small];
     T* src = first;
     T* dst = scratch;
-    for (std::uint32_t width = 16; width < n; width *= 2) {
+    for (std::uint32_t width = block; width < n; width *= 2) {
         for (std::uint32_t lo = 0; lo < n; lo += 2 * width) {
             const std::uint32_t mid = std::min(lo + width, n);
             const std::uint32_t hi = std::min(lo + 2 * width, n);
