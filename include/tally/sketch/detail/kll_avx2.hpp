@@ -1,5 +1,5 @@
 // tally/sketch/detail/kll_avx2.hpp: KllSketch<double>'s small sorts and
-// merges (level 0's sort and the merge of a few items into the level above)
+// merges (level 0's sort and the merge of up to 32 items into up to 32 above)
 // as bitonic networks on four doubles a register (Batcher, "Sorting networks
 // and their applications", AFIPS 1968), for x86-64 CPUs with AVX2, chosen at
 // run time. The scalar networks of kll_compactor.hpp do the same elsewhere.
@@ -119,27 +119,36 @@ __attribute__((target("avx2"))) inline void kll_sort32_avx2(double* first, std::
     for (std::uint32_t r = 0; r < 8; ++r) kll_avx2_store(first, n, 4 * r, v[r]);
 }
 
-/// Merges sorted x (1 <= nx <= 16) and sorted y (1 <= ny <= 16) into out,
-/// which may overlap either (every item is loaded first).
-__attribute__((target("avx2"))) inline void kll_merge16_avx2(const double* x, std::uint32_t nx, const double* y,
+/// Merges sorted x (1 <= nx <= 32) and sorted y (1 <= ny <= 32) into out,
+/// which may overlap either (every item is loaded first): both padded to 8,
+/// 16 or 32 lanes, whichever holds the longer.
+__attribute__((target("avx2"))) inline void kll_merge32_avx2(const double* x, std::uint32_t nx, const double* y,
                                                              std::uint32_t ny, double* out) noexcept {
-    __m256d v[8];
+    __m256d v[16];
     const std::uint32_t n = nx + ny;
-    if (nx <= 8 && ny <= 8) {
-        v[0] = kll_avx2_load(x, nx, 0);
-        v[1] = kll_avx2_load(x, nx, 4);
-        v[2] = kll_avx2_load(y, ny, 0);
-        v[3] = kll_avx2_load(y, ny, 4);
+    const std::uint32_t longer = nx > ny ? nx : ny;
+    if (longer <= 8) {
+        for (std::uint32_t r = 0; r < 2; ++r) {
+            v[r] = kll_avx2_load(x, nx, 4 * r);
+            v[2 + r] = kll_avx2_load(y, ny, 4 * r);
+        }
         kll_avx2_merge<2>(v);
         for (std::uint32_t r = 0; r < 4; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
-        return;
+    } else if (longer <= 16) {
+        for (std::uint32_t r = 0; r < 4; ++r) {
+            v[r] = kll_avx2_load(x, nx, 4 * r);
+            v[4 + r] = kll_avx2_load(y, ny, 4 * r);
+        }
+        kll_avx2_merge<4>(v);
+        for (std::uint32_t r = 0; r < 8; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
+    } else {
+        for (std::uint32_t r = 0; r < 8; ++r) {
+            v[r] = kll_avx2_load(x, nx, 4 * r);
+            v[8 + r] = kll_avx2_load(y, ny, 4 * r);
+        }
+        kll_avx2_merge<8>(v);
+        for (std::uint32_t r = 0; r < 16; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
     }
-    for (std::uint32_t r = 0; r < 4; ++r) {
-        v[r] = kll_avx2_load(x, nx, 4 * r);
-        v[4 + r] = kll_avx2_load(y, ny, 4 * r);
-    }
-    kll_avx2_merge<4>(v);
-    for (std::uint32_t r = 0; r < 8; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
 }
 
 #undef TALLY_KLL_AVX2

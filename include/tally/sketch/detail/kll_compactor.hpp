@@ -497,15 +497,18 @@ inline void kll_halve_up(T* buf, std::uint32_t start, std::uint32_t length, std:
 /// On ties the item from b goes first (DataSketches' order).
 template <class T>
 inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_t b, std::uint32_t nb) noexcept {
-    if (na >= 1 && nb >= 1 && na <= 16 && nb <= 16) {
 #if TALLY_DETAIL_X86_AVX2_KERNELS
-        if constexpr (std::is_same_v<T, double>) {
-            if (cpu_has_avx2()) {
-                kll_merge16_avx2(buf + a, na, buf + b, nb, buf + a + na);
-                return;
-            }
+    if constexpr (std::is_same_v<T, double>) {
+        // up to 16 + 16 always; up to 32 + 32 unless one run is a few items
+        // against many, where a search per short item and block copies win
+        if (na >= 1 && nb >= 1 && na <= 32 && nb <= 32 && ((na <= 16 && nb <= 16) || !kll_prefer_gallop(na, nb)) &&
+            cpu_has_avx2()) {
+            kll_merge32_avx2(buf + a, na, buf + b, nb, buf + a + na);
+            return;
         }
+    }
 #endif
+    if (na >= 1 && nb >= 1 && na <= 16 && nb <= 16) {
         if (na <= 8 && nb <= 8)
             kll_merge_network_into<8>(buf + a, na, buf + b, nb, buf + a + na);
         else
