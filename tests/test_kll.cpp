@@ -559,6 +559,27 @@ std::size_t kernel_mismatches(Rng& rng) {
             }
 #endif
         }
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+    // the block merge of long runs, in place and into a separate buffer
+    if constexpr (std::is_same_v<T, double>) {
+        for (int trial = 0; trial < 300 && tally::detail::cpu_has_avx2(); ++trial) {
+            const auto na = static_cast<std::uint32_t>(8 + rng.below(400));
+            const auto nb = static_cast<std::uint32_t>(8 + rng.below(trial % 3 == 0 ? 24 : 400));
+            const std::vector<T> a = draw(na), b = draw(nb);
+            std::vector<T> want(na + nb);
+            std::merge(a.begin(), a.end(), b.begin(), b.end(), want.begin());
+            std::vector<T> out(na + nb, T(-1));
+            tally::detail::kll_merge_long_avx2(a.data(), na, b.data(), nb, out.data());
+            if (out != want && ++wrong) FAIL_CHECK("kll_merge_long_avx2 " << na << " + " << nb);
+            std::vector<T> buf(2 * std::size_t{na} + nb, T(-1));
+            std::copy(a.begin(), a.end(), buf.begin());
+            std::copy(b.begin(), b.end(), buf.begin() + 2 * na);
+            tally::detail::kll_merge_long_avx2(buf.data(), na, buf.data() + 2 * na, nb, buf.data() + na);
+            if (!std::equal(want.begin(), want.end(), buf.begin() + na) && ++wrong)
+                FAIL_CHECK("kll_merge_long_avx2 in place " << na << " + " << nb);
+        }
+    }
+#endif
     for (std::uint32_t n = 0; n <= 32; ++n) {
         std::vector<T> v(n);
         for (T& x : v) x = kernel_value<T>(rng);

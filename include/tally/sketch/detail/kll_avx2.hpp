@@ -151,6 +151,64 @@ __attribute__((target("avx2"))) inline void kll_merge32_avx2(const double* x, st
     }
 }
 
+/// Merges sorted x and y (nx, ny >= 8) into out, which must not overlap x
+/// and may overlap y only from below (out + nx <= y): the classic merge of
+/// sorted blocks through a network (Inoue et al., "AA-Sort", PACT 2007;
+/// Chhugani et al., VLDB 2008). The network merges the 8 largest items so
+/// far with the next 8-block of whichever run has the smaller next item and
+/// writes out the lower 8; the runs' last partial blocks and the 8 held are
+/// merged by a scalar loop. Writing stays behind reading: out + written <=
+/// y + read from y.
+__attribute__((target("avx2"))) inline void kll_merge_long_avx2(const double* x, std::uint32_t nx, const double* y,
+                                                                std::uint32_t ny, double* out) noexcept {
+    __m256d v[4];
+    v[0] = _mm256_loadu_pd(x);
+    v[1] = _mm256_loadu_pd(x + 4);
+    v[2] = _mm256_loadu_pd(y);
+    v[3] = _mm256_loadu_pd(y + 4);
+    kll_avx2_merge<2>(v);
+    _mm256_storeu_pd(out, v[0]);
+    _mm256_storeu_pd(out + 4, v[1]);
+    std::uint32_t i = 8, j = 8;
+    double* o = out + 8;
+    while (i + 8 <= nx && j + 8 <= ny) {
+        const bool take_x = x[i] < y[j];
+        const double* next = take_x ? x + i : y + j;  // a select: which run is data, not a branch
+        i += take_x ? 8 : 0;
+        j += take_x ? 0 : 8;
+        v[0] = v[2];
+        v[1] = v[3];
+        v[2] = _mm256_loadu_pd(next);
+        v[3] = _mm256_loadu_pd(next + 4);
+        kll_avx2_merge<2>(v);
+        _mm256_storeu_pd(o, v[0]);
+        _mm256_storeu_pd(o + 4, v[1]);
+        o += 8;
+    }
+    // the 8 held, merged with the run that has under 8 left (into s), then
+    // s merged with the other run's rest (which may be long, and is y in place)
+    double held[8];
+    _mm256_storeu_pd(held, v[2]);
+    _mm256_storeu_pd(held + 4, v[3]);
+    const bool x_short = nx - i < 8;
+    const double* short_run = x_short ? x + i : y + j;
+    const std::uint32_t short_n = x_short ? nx - i : ny - j;
+    const double* long_run = x_short ? y + j : x + i;
+    const double* const long_end = x_short ? y + ny : x + nx;
+    double s[16];
+    std::uint32_t ns = 0;
+    {
+        std::uint32_t a = 0, b = 0;
+        while (a < 8 && b < short_n) s[ns++] = short_run[b] < held[a] ? short_run[b++] : held[a++];
+        while (a < 8) s[ns++] = held[a++];
+        while (b < short_n) s[ns++] = short_run[b++];
+    }
+    std::uint32_t a = 0;
+    while (a < ns && long_run != long_end) *o++ = *long_run < s[a] ? *long_run++ : s[a++];
+    while (a < ns) *o++ = s[a++];
+    while (long_run != long_end && o != long_run) *o++ = *long_run++;  // in place, the rest of y is there
+}
+
 #undef TALLY_KLL_AVX2
 
 }  // namespace detail

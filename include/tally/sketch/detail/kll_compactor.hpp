@@ -169,6 +169,10 @@ inline void kll_merge_gallop(const T* x, std::uint32_t nx, const T* y, std::uint
     if (out + nx != y) std::copy(y + done, y + ny, out + done + nx);
 }
 
+/// Runs both at least this long merge by 8-blocks through the AVX2 network
+/// (kll_merge_long_avx2) where the CPU has it.
+inline constexpr std::uint32_t kll_long_merge_min = 16;
+
 /// Merges up to this many items in all run through kll_merge_keys' branch-free
 /// loop. Longer ones are mostly merges of two levels, evenly spaced samples
 /// of the same stream whose items alternate in a pattern branch prediction
@@ -258,6 +262,14 @@ inline void kll_merge_into(const T* x, std::uint32_t nx, const T* y, std::uint32
         kll_merge_gallop(y, ny, x, nx, out);  // ties x first
         return;
     }
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+    if constexpr (std::is_same_v<T, double>) {
+        if (nx >= kll_long_merge_min && ny >= kll_long_merge_min && cpu_has_avx2()) {
+            kll_merge_long_avx2(x, nx, y, ny, out);
+            return;
+        }
+    }
+#endif
     if (kll_prefer_search(ny, nx)) {
         kll_merge_by_search(y, ny, x, nx, out);  // ties x first
         return;
@@ -519,6 +531,14 @@ inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_
         kll_merge_gallop(buf + a, na, buf + b, nb, buf + a + na);
         return;
     }
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+    if constexpr (std::is_same_v<T, double>) {
+        if (na >= kll_long_merge_min && nb >= kll_long_merge_min && cpu_has_avx2()) {
+            kll_merge_long_avx2(buf + a, na, buf + b, nb, buf + a + na);
+            return;
+        }
+    }
+#endif
     if (kll_prefer_search(na, nb)) {
         kll_merge_by_search(buf + a, na, buf + b, nb, buf + a + na);
         return;
