@@ -151,6 +151,29 @@ inline void kll_merge_by_search(const T* x, std::uint32_t nx, const T* y, std::u
     for (std::uint32_t i = 0; i < nx; ++i) out[at[i]] = x[i];
 }
 
+/// Copies n items from src to dst, where dst is below src or apart from it:
+/// inline, four at a time (the chunks between a gallop's searches are a few
+/// items each, too short for a call to memmove to pay off).
+template <class T>
+TALLY_KLL_INLINE void kll_move_down(const T* src, std::uint32_t n, T* dst) noexcept {
+    for (; n >= 4; n -= 4, src += 4, dst += 4) {
+        // each chunk read whole before written: safe with dst below src
+        const T a = src[0], b = src[1], c = src[2], d = src[3];
+        dst[0] = a;
+        dst[1] = b;
+        dst[2] = c;
+        dst[3] = d;
+    }
+    if (n & 2) {
+        const T a = src[0], b = src[1];
+        dst[0] = a;
+        dst[1] = b;
+        src += 2;
+        dst += 2;
+    }
+    if (n & 1) dst[0] = src[0];
+}
+
 /// Merges a short sorted x (1 <= nx <= kll_search_merge_max) into a much
 /// longer sorted y, ties y first, into `out` (not overlapping x; y only from
 /// below, out + nx <= y): one search per x item, then y moves in the chunks
@@ -162,7 +185,7 @@ inline void kll_merge_gallop(const T* x, std::uint32_t nx, const T* y, std::uint
     std::uint32_t done = 0;  // y items already moved
     for (std::uint32_t i = 0; i < nx; ++i) {
         // out + done + i < y + done: each chunk moves down, so a forward copy is safe
-        std::copy(y + done, y + at[i], out + done + i);
+        kll_move_down(y + done, at[i] - done, out + done + i);
         out[at[i] + i] = x[i];
         done = at[i];
     }
@@ -254,14 +277,6 @@ inline void kll_merge_into(const T* x, std::uint32_t nx, const T* y, std::uint32
         std::copy(y, y + ny, std::copy(x, x + nx, out));
         return;
     }
-    if (kll_prefer_gallop(nx, ny)) {
-        kll_merge_gallop(x, nx, y, ny, out);  // ties: equal items, either order
-        return;
-    }
-    if (kll_prefer_gallop(ny, nx)) {
-        kll_merge_gallop(y, ny, x, nx, out);  // ties x first
-        return;
-    }
 #if TALLY_DETAIL_X86_AVX2_KERNELS
     if constexpr (std::is_same_v<T, double>) {
         if (nx >= kll_long_merge_min && ny >= kll_long_merge_min && cpu_has_avx2()) {
@@ -270,6 +285,14 @@ inline void kll_merge_into(const T* x, std::uint32_t nx, const T* y, std::uint32
         }
     }
 #endif
+    if (kll_prefer_gallop(nx, ny)) {
+        kll_merge_gallop(x, nx, y, ny, out);  // ties: equal items, either order
+        return;
+    }
+    if (kll_prefer_gallop(ny, nx)) {
+        kll_merge_gallop(y, ny, x, nx, out);  // ties x first
+        return;
+    }
     if (kll_prefer_search(ny, nx)) {
         kll_merge_by_search(y, ny, x, nx, out);  // ties x first
         return;
@@ -511,11 +534,19 @@ template <class T>
 inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_t b, std::uint32_t nb) noexcept {
 #if TALLY_DETAIL_X86_AVX2_KERNELS
     if constexpr (std::is_same_v<T, double>) {
-        // up to 16 + 16 always; up to 32 + 32 unless one run is a few items
-        // against many, where a search per short item and block copies win
-        if (na >= 1 && nb >= 1 && na <= 32 && nb <= 32 && ((na <= 16 && nb <= 16) || !kll_prefer_gallop(na, nb)) &&
-            cpu_has_avx2()) {
-            kll_merge32_avx2(buf + a, na, buf + b, nb, buf + a + na);
+        // the network up to 16 + 16; 8-blocks when both runs have 16 or more;
+        // the network up to 32 + 32 unless one run is a few items against
+        // many, where a search per short item and block copies win
+        if (na >= 1 && nb >= 1 && na <= 32 && nb <= 32 && cpu_has_avx2()) {
+            const bool both_short = na <= 16 && nb <= 16;
+            const bool one_short = na < kll_long_merge_min || nb < kll_long_merge_min;
+            if (both_short || (one_short && !kll_prefer_gallop(na, nb))) {
+                kll_merge32_avx2(buf + a, na, buf + b, nb, buf + a + na);
+                return;
+            }
+        }
+        if (na >= kll_long_merge_min && nb >= kll_long_merge_min && cpu_has_avx2()) {
+            kll_merge_long_avx2(buf + a, na, buf + b, nb, buf + a + na);
             return;
         }
     }
@@ -531,14 +562,6 @@ inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_
         kll_merge_gallop(buf + a, na, buf + b, nb, buf + a + na);
         return;
     }
-#if TALLY_DETAIL_X86_AVX2_KERNELS
-    if constexpr (std::is_same_v<T, double>) {
-        if (na >= kll_long_merge_min && nb >= kll_long_merge_min && cpu_has_avx2()) {
-            kll_merge_long_avx2(buf + a, na, buf + b, nb, buf + a + na);
-            return;
-        }
-    }
-#endif
     if (kll_prefer_search(na, nb)) {
         kll_merge_by_search(buf + a, na, buf + b, nb, buf + a + na);
         return;
