@@ -559,6 +559,29 @@ std::size_t kernel_mismatches(Rng& rng) {
             }
 #endif
         }
+    // halving: every other item from the offset, into the level's lower half,
+    // the level surrounded by items that must stay
+    for (std::uint32_t length = 0; length <= 80; length += 2)
+        for (std::uint32_t offset = 0; offset <= 1; ++offset) {
+            std::vector<T> buf(length + 6);
+            for (T& x : buf) x = kernel_value<T>(rng);
+            std::vector<T> want = buf;
+            for (std::uint32_t i = 0; i < length / 2; ++i) want[3 + i] = buf[3 + offset + 2 * i];
+            std::vector<T> got = buf;
+            tally::detail::kll_halve_down(got.data(), 3, length, offset);
+            const auto same_bits = [](const std::vector<T>& a, const std::vector<T>& b) {
+                return std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+            };
+            if (!same_bits(got, want) && ++wrong) FAIL_CHECK("kll_halve_down " << length << " from " << offset);
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+            if constexpr (std::is_same_v<T, double>) {
+                got = buf;
+                if (tally::detail::cpu_has_avx2()) tally::detail::kll_halve_down_avx2(got.data(), 3, length, offset);
+                else tally::detail::kll_halve_down(got.data(), 3, length, offset);
+                if (!same_bits(got, want) && ++wrong) FAIL_CHECK("kll_halve_down_avx2 " << length << " from " << offset);
+            }
+#endif
+        }
 #if TALLY_DETAIL_X86_AVX2_KERNELS
     // the block merge of long runs, in place and into a separate buffer
     if constexpr (std::is_same_v<T, double>) {

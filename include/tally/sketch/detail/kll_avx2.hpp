@@ -209,6 +209,23 @@ __attribute__((target("avx2"))) inline void kll_merge_long_avx2(const double* x,
     while (long_run != long_end && o != long_run) *o++ = *long_run++;  // in place, the rest of y is there
 }
 
+/// kll_halve_down for double: buf[start + i] = buf[start + offset + 2 i] for
+/// i < length / 2, four at a time; every load stays inside the level and
+/// every store lands below what is still to be read.
+__attribute__((target("avx2"))) inline void kll_halve_down_avx2(double* buf, std::uint32_t start, std::uint32_t length,
+                                                                std::uint32_t offset) noexcept {
+    const std::uint32_t half = length / 2;
+    const double* src = buf + start + offset;
+    double* dst = buf + start;
+    std::uint32_t i = 0;
+    for (; offset + 2 * i + 8 <= length; i += 4) {
+        const __m256d a = _mm256_loadu_pd(src + 2 * i);      // s0 s1 s2 s3
+        const __m256d b = _mm256_loadu_pd(src + 2 * i + 4);  // s4 s5 s6 s7
+        _mm256_storeu_pd(dst + i, _mm256_permute4x64_pd(_mm256_unpacklo_pd(a, b), 0xD8));  // s0 s2 s4 s6
+    }
+    for (; i < half; ++i) dst[i] = src[2 * i];
+}
+
 #undef TALLY_KLL_AVX2
 
 }  // namespace detail

@@ -512,6 +512,14 @@ inline void kll_sort(T* first, std::uint32_t n) noexcept {
 /// odd or even ones by `offset`, in the lower half.
 template <class T>
 inline void kll_halve_down(T* buf, std::uint32_t start, std::uint32_t length, std::uint32_t offset) noexcept {
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+    if constexpr (std::is_same_v<T, double>) {
+        if (length >= 16 && cpu_has_avx2()) {
+            kll_halve_down_avx2(buf, start, length, offset);
+            return;
+        }
+    }
+#endif
     const std::uint32_t half = length / 2;
     const T* src = buf + start + offset;
     T* dst = buf + start;
