@@ -559,11 +559,12 @@ std::size_t kernel_mismatches(Rng& rng) {
             }
 #endif
         }
-    // halving: every other item from the offset, into the level's lower half,
-    // the level surrounded by items that must stay
+    // halving: every other item from the offset, into the level's lower (or
+    // upper) half; items below the level must stay, and the level ends its
+    // allocation, so that a read past it is an error under AddressSanitizer
     for (std::uint32_t length = 0; length <= 80; length += 2)
         for (std::uint32_t offset = 0; offset <= 1; ++offset) {
-            std::vector<T> buf(length + 6);
+            std::vector<T> buf(length + 3);
             for (T& x : buf) x = kernel_value<T>(rng);
             std::vector<T> want = buf;
             for (std::uint32_t i = 0; i < length / 2; ++i) want[3 + i] = buf[3 + offset + 2 * i];
@@ -573,12 +574,22 @@ std::size_t kernel_mismatches(Rng& rng) {
                 return std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
             };
             if (!same_bits(got, want) && ++wrong) FAIL_CHECK("kll_halve_down " << length << " from " << offset);
+            // and into the upper half, from the top down
+            std::vector<T> want_up = buf;
+            for (std::uint32_t j = length / 2; j-- > 0;) want_up[3 + length / 2 + j] = want_up[3 + 2 * j + offset];
+            std::vector<T> got_up = buf;
+            tally::detail::kll_halve_up(got_up.data(), 3, length, offset);
+            if (!same_bits(got_up, want_up) && ++wrong) FAIL_CHECK("kll_halve_up " << length << " from " << offset);
 #if TALLY_DETAIL_X86_AVX2_KERNELS
             if constexpr (std::is_same_v<T, double>) {
                 got = buf;
                 if (tally::detail::cpu_has_avx2()) tally::detail::kll_halve_down_avx2(got.data(), 3, length, offset);
                 else tally::detail::kll_halve_down(got.data(), 3, length, offset);
                 if (!same_bits(got, want) && ++wrong) FAIL_CHECK("kll_halve_down_avx2 " << length << " from " << offset);
+                got_up = buf;
+                if (tally::detail::cpu_has_avx2()) tally::detail::kll_halve_up_avx2(got_up.data(), 3, length, offset);
+                else tally::detail::kll_halve_up(got_up.data(), 3, length, offset);
+                if (!same_bits(got_up, want_up) && ++wrong) FAIL_CHECK("kll_halve_up_avx2 " << length << " from " << offset);
             }
 #endif
         }

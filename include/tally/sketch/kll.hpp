@@ -455,7 +455,11 @@ KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
     const std::uint32_t prov = std::max(num_levels_, other.num_levels_);
     const std::uint32_t count = num_retained() + other.num_retained();
     std::unique_ptr<T[]> work(new T[count]);
-    detail::KllLevels in{}, out{};
+    // only the bounds the sweep reads: up to prov + 2 levels
+    detail::KllLevels in, out;
+    const std::size_t used = std::min<std::size_t>(prov + 3, in.size());
+    std::fill_n(in.begin(), used, 0u);
+    std::fill_n(out.begin(), used, 0u);
     // level 0: both level 0s, unsorted; above: the two sorted runs merged
     T* w = work.get();
     const std::uint32_t s0 = level_size(0), o0 = other.level_size(0);

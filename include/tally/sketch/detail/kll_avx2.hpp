@@ -226,6 +226,30 @@ __attribute__((target("avx2"))) inline void kll_halve_down_avx2(double* buf, std
     for (; i < half; ++i) dst[i] = src[2 * i];
 }
 
+/// kll_halve_up for double: buf[start + half + j] = buf[start + offset + 2 j]
+/// for j < half = length / 2, from the top down, four at a time; every load
+/// stays inside the level and every store lands above what is still to be
+/// read.
+__attribute__((target("avx2"))) inline void kll_halve_up_avx2(double* buf, std::uint32_t start, std::uint32_t length,
+                                                              std::uint32_t offset) noexcept {
+    const std::uint32_t half = length / 2;
+    double* base = buf + start;
+    std::uint32_t j = half;
+    // a block [j - 4, j) reads up to index 2 j + offset - 1: inside the level
+    // once 2 j + offset <= length
+    if (j > 0 && 2 * j + offset > length) {
+        --j;
+        base[half + j] = base[2 * j + offset];
+    }
+    for (; j >= 4; j -= 4) {
+        const double* src = base + 2 * (j - 4) + offset;
+        const __m256d a = _mm256_loadu_pd(src);      // s0 s1 s2 s3
+        const __m256d b = _mm256_loadu_pd(src + 4);  // s4 s5 s6 s7
+        _mm256_storeu_pd(base + half + j - 4, _mm256_permute4x64_pd(_mm256_unpacklo_pd(a, b), 0xD8));
+    }
+    while (j-- > 0) base[half + j] = base[2 * j + offset];
+}
+
 #undef TALLY_KLL_AVX2
 
 }  // namespace detail

@@ -529,6 +529,14 @@ inline void kll_halve_down(T* buf, std::uint32_t start, std::uint32_t length, st
 /// As kll_halve_down, into the upper half.
 template <class T>
 inline void kll_halve_up(T* buf, std::uint32_t start, std::uint32_t length, std::uint32_t offset) noexcept {
+#if TALLY_DETAIL_X86_AVX2_KERNELS
+    if constexpr (std::is_same_v<T, double>) {
+        if (length >= 16 && cpu_has_avx2()) {
+            kll_halve_up_avx2(buf, start, length, offset);
+            return;
+        }
+    }
+#endif
     const std::uint32_t half = length / 2;
     T* base = buf + start;
     // item j of the result (j in [0, half)) lands at half + j from 2j + offset
