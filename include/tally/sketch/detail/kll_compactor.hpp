@@ -392,11 +392,6 @@ TALLY_KLL_INLINE void kll_apply_merge_network(T* v, std::index_sequence<I...>) n
     (kll_cswap(v[kll_merge_network<N>.lo[I]], v[kll_merge_network<N>.hi[I]]), ...);
 }
 
-/// Merges sorted x (1 <= nx <= N) and sorted y (1 <= ny <= N) into out
-/// (which may overlap either: every item is loaded first) through a merge
-/// network in registers, each run padded with +inf to N: a fixed sequence
-/// of min/max with no branch on the items, where the loops of a merge of a
-/// few items mispredict at every exit.
 /// max(a, b) without a branch: maxsd / maxss on x86-64.
 template <class T>
 TALLY_KLL_INLINE T kll_max(T a, T b) noexcept {
@@ -545,7 +540,8 @@ inline void kll_halve_up(T* buf, std::uint32_t start, std::uint32_t length, std:
 
 /// Merges sorted buf[a, a + na) with sorted buf[b, b + nb) into buf[a + na ...),
 /// where b = a + 2 * na: the output never overtakes the unread part of b.
-/// On ties the item from b goes first (DataSketches' order).
+/// Equal items compare equal, so the kernels may order them either way (the
+/// scalar loops put b's first, as DataSketches does).
 template <class T>
 inline void kll_merge_up(T* buf, std::uint32_t a, std::uint32_t na, std::uint32_t b, std::uint32_t nb) noexcept {
 #if TALLY_DETAIL_X86_AVX2_KERNELS
