@@ -1,8 +1,9 @@
-// tally/sketch/detail/kll_avx2.hpp: KllSketch<double>'s small sorts and
-// merges (level 0's sort and the merge of up to 32 items into up to 32 above)
-// as bitonic networks on four doubles a register (Batcher, "Sorting networks
-// and their applications", AFIPS 1968), for x86-64 CPUs with AVX2, chosen at
-// run time. The scalar networks of kll_compactor.hpp do the same elsewhere.
+// tally/sketch/detail/kll_avx2.hpp: KllSketch<double>'s compaction kernels
+// for x86-64 CPUs with AVX2, chosen at run time: level 0's sort and merges of
+// up to 32 + 32 items as bitonic networks on four doubles a register
+// (Batcher, "Sorting networks and their applications", AFIPS 1968), longer
+// merges by 8-blocks through the same network, and halving four at a time.
+// kll_compactor.hpp's scalar kernels give the same results elsewhere.
 //
 // A sort of up to 16 items: four registers, each column sorted by a 4-input
 // network and the 4x4 block transposed, so that each register is a sorted
