@@ -100,11 +100,12 @@ class KllSketch {
         // few, instead of all m.
         void index_items();
         using Key = detail::KllBits<T>;
-        // -0 and +0 compare equal, so they share +0's key
+        // The compaction kernels' signed order key, made unsigned (so that
+        // differences of keys do not overflow); -0 and +0 compare equal, so
+        // they share +0's key.
         static Key order_key(T x) noexcept {
-            const Key bits = std::bit_cast<Key>(x + T(0));
             constexpr Key sign = Key{1} << (sizeof(T) * 8 - 1);
-            return (bits & sign) ? ~bits : bits | sign;
+            return static_cast<Key>(detail::kll_order_key<T>(std::bit_cast<Key>(x + T(0)))) ^ sign;
         }
         std::vector<T> items_;
         std::vector<std::uint64_t> cum_;

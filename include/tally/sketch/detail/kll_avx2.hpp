@@ -120,36 +120,31 @@ __attribute__((target("avx2"))) inline void kll_sort32_avx2(double* first, std::
     for (std::uint32_t r = 0; r < 8; ++r) kll_avx2_store(first, n, 4 * r, v[r]);
 }
 
+/// Merges sorted x and y (1 to 4R items each), padded to R registers each.
+template <int R>
+TALLY_KLL_AVX2 void kll_avx2_merge_padded(const double* x, std::uint32_t nx, const double* y, std::uint32_t ny,
+                                          double* out) noexcept {
+    __m256d v[2 * R];
+    for (int r = 0; r < R; ++r) {
+        v[r] = kll_avx2_load(x, nx, 4 * r);
+        v[R + r] = kll_avx2_load(y, ny, 4 * r);
+    }
+    kll_avx2_merge<R>(v);
+    for (int r = 0; r < 2 * R; ++r) kll_avx2_store(out, nx + ny, 4 * r, v[r]);
+}
+
 /// Merges sorted x (1 <= nx <= 32) and sorted y (1 <= ny <= 32) into out,
 /// which may overlap either (every item is loaded first): both padded to 8,
 /// 16 or 32 lanes, whichever holds the longer.
 __attribute__((target("avx2"))) inline void kll_merge32_avx2(const double* x, std::uint32_t nx, const double* y,
                                                              std::uint32_t ny, double* out) noexcept {
-    __m256d v[16];
-    const std::uint32_t n = nx + ny;
     const std::uint32_t longer = nx > ny ? nx : ny;
-    if (longer <= 8) {
-        for (std::uint32_t r = 0; r < 2; ++r) {
-            v[r] = kll_avx2_load(x, nx, 4 * r);
-            v[2 + r] = kll_avx2_load(y, ny, 4 * r);
-        }
-        kll_avx2_merge<2>(v);
-        for (std::uint32_t r = 0; r < 4; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
-    } else if (longer <= 16) {
-        for (std::uint32_t r = 0; r < 4; ++r) {
-            v[r] = kll_avx2_load(x, nx, 4 * r);
-            v[4 + r] = kll_avx2_load(y, ny, 4 * r);
-        }
-        kll_avx2_merge<4>(v);
-        for (std::uint32_t r = 0; r < 8; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
-    } else {
-        for (std::uint32_t r = 0; r < 8; ++r) {
-            v[r] = kll_avx2_load(x, nx, 4 * r);
-            v[8 + r] = kll_avx2_load(y, ny, 4 * r);
-        }
-        kll_avx2_merge<8>(v);
-        for (std::uint32_t r = 0; r < 16; ++r) kll_avx2_store(out, n, 4 * r, v[r]);
-    }
+    if (longer <= 8)
+        kll_avx2_merge_padded<2>(x, nx, y, ny, out);
+    else if (longer <= 16)
+        kll_avx2_merge_padded<4>(x, nx, y, ny, out);
+    else
+        kll_avx2_merge_padded<8>(x, nx, y, ny, out);
 }
 
 /// Merges sorted x and y (nx, ny >= 8) into out, which must not overlap x

@@ -151,29 +151,6 @@ inline void kll_merge_by_search(const T* x, std::uint32_t nx, const T* y, std::u
     for (std::uint32_t i = 0; i < nx; ++i) out[at[i]] = x[i];
 }
 
-/// Copies n items from src to dst, where dst is below src or apart from it:
-/// inline, four at a time (the chunks between a gallop's searches are a few
-/// items each, too short for a call to memmove to pay off).
-template <class T>
-TALLY_KLL_INLINE void kll_move_down(const T* src, std::uint32_t n, T* dst) noexcept {
-    for (; n >= 4; n -= 4, src += 4, dst += 4) {
-        // each chunk read whole before written: safe with dst below src
-        const T a = src[0], b = src[1], c = src[2], d = src[3];
-        dst[0] = a;
-        dst[1] = b;
-        dst[2] = c;
-        dst[3] = d;
-    }
-    if (n & 2) {
-        const T a = src[0], b = src[1];
-        dst[0] = a;
-        dst[1] = b;
-        src += 2;
-        dst += 2;
-    }
-    if (n & 1) dst[0] = src[0];
-}
-
 /// Merges a short sorted x (1 <= nx <= kll_search_merge_max) into a much
 /// longer sorted y, ties y first, into `out` (not overlapping x; y only from
 /// below, out + nx <= y): one search per x item, then y moves in the chunks
@@ -185,7 +162,7 @@ inline void kll_merge_gallop(const T* x, std::uint32_t nx, const T* y, std::uint
     std::uint32_t done = 0;  // y items already moved
     for (std::uint32_t i = 0; i < nx; ++i) {
         // out + done + i < y + done: each chunk moves down, so a forward copy is safe
-        kll_move_down(y + done, at[i] - done, out + done + i);
+        std::copy(y + done, y + at[i], out + done + i);
         out[at[i] + i] = x[i];
         done = at[i];
     }
