@@ -537,3 +537,49 @@ TEST_CASE("ThetaSketch: set operations agree whatever form the inputs are in", "
         CHECK(d.theta64() == t.theta64());
     }
 }
+
+TEST_CASE("ThetaSketch: merge in place equals theta_union for every input form", "[theta][merge]") {
+    tally::test::Rng rng(4747);
+    for (const int lg : {5, 8, 12}) {
+        std::vector<ThetaSketch> shards;
+        for (int j = 0; j < 8; ++j) {
+            ThetaSketch s(lg);
+            const std::uint64_t n = rng.below(4) == 0 ? rng.below(40) : 1 + rng.below(30000);
+            const std::uint64_t base = rng.below(20000);
+            for (std::uint64_t i = 0; i < n; ++i) s.add(base + rng.below(40000));
+            shards.push_back(std::move(s));
+        }
+        shards.emplace_back(lg);  // an empty one
+        const ThetaSketch want = tally::theta_union(std::span<const ThetaSketch>(shards));
+        // update (table) inputs, compact (decoded) inputs, and both alternating
+        for (int form = 0; form < 3; ++form) {
+            ThetaSketch acc(lg);
+            for (std::size_t j = 0; j < shards.size(); ++j) {
+                const bool compact = form == 1 || (form == 2 && j % 2 == 1);
+                acc.merge(compact ? ThetaSketch::deserialize(shards[j].serialize()) : shards[j]);
+                if (j > 0) CHECK(acc.retained() <= (std::uint32_t{1} << lg));  // the first merge copies
+            }
+            INFO("lg_k " << lg << " form " << form);
+            CHECK(acc.hashes() == want.hashes());
+            CHECK(acc.theta64() == want.theta64());
+            CHECK(acc.total() == want.total());
+            CHECK(acc.estimate() == want.estimate());
+            // the merged sketch keeps counting like the union result does
+            ThetaSketch more = acc, more_u = want;
+            for (std::uint64_t i = 0; i < 50000; ++i) {
+                more.add(i + 700000);
+                more_u.add(i + 700000);
+            }
+            CHECK(more.hashes() == more_u.hashes());
+            CHECK(more.theta64() == more_u.theta64());
+        }
+        // into a compact target, and with itself
+        ThetaSketch c = ThetaSketch::deserialize(shards[0].serialize());
+        c.merge(shards[1]);
+        CHECK(c.hashes() == tally::theta_union(shards[0], shards[1]).hashes());
+        ThetaSketch self = shards[1];
+        self.merge(self);
+        CHECK(self.hashes() == tally::theta_union(shards[1], shards[1]).hashes());
+        CHECK(self.total() == 2 * shards[1].total());
+    }
+}

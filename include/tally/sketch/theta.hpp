@@ -149,6 +149,9 @@ class ThetaSketch {
     void grow_or_rebuild() noexcept;
     void expand() noexcept;
     void assign_hashes(const std::uint64_t* h, std::size_t n, std::uint64_t theta);
+    void keep_below(std::uint64_t t);
+    void keep_smallest_k();
+    void fold_by_selection(const ThetaSketch& other);
 
     std::uint64_t theta_ = max_theta;
     std::uint64_t total_ = 0;
@@ -504,9 +507,70 @@ inline ThetaSketch& ThetaSketch::merge(const ThetaSketch& other) {
         *this = other;
         return *this;
     }
-    const ThetaSketch* both[2] = {this, &other};
-    *this = theta_union(std::span<const ThetaSketch* const>(both, 2), lg_k_);
+    if (&other == this) {
+        const ThetaSketch copy = other;
+        return merge(copy);
+    }
+    // In place: the other's hashes below the least theta go into this table
+    // (a rebuild only if it fills), then the k smallest are kept, so the
+    // result is theta_union's (same hashes and theta) without building a
+    // new sketch per merge.
+    total_ += other.total_;
+    if (slots_.empty()) expand();
+    if (other.theta_ < theta_) keep_below(other.theta_);
+    // The other's hashes spread uniformly below its theta: about this many
+    // fall below ours.
+    const double incoming = static_cast<double>(other.count_) *
+                            std::min(1.0, static_cast<double>(theta_) / static_cast<double>(other.theta_));
+    if (static_cast<double>(count_) + incoming > 0.7 * static_cast<double>(slots_.size()) && lg_size_ > lg_k_) {
+        // Would fill the table past 70%: probing (and trimming) a nearly full
+        // table costs more than selecting the k smallest of both at once.
+        fold_by_selection(other);
+        return *this;
+    }
+    if (other.slots_.empty()) {
+        for (const std::uint64_t v : other.sorted_) {
+            if (v >= theta_) break;  // ascending; theta_ only falls
+            insert(v);
+        }
+    } else {
+        for (const std::uint64_t v : other.slots_)
+            if (v - 1 < theta_ - 1) insert(v);
+    }
+    if (count_ > (std::uint32_t{1} << lg_k_)) keep_smallest_k();
     return *this;
+}
+
+// Drops the retained hashes at or above t (< theta_) and makes t theta.
+inline void ThetaSketch::keep_below(std::uint64_t t) {
+    std::vector<std::uint64_t>& live = detail::theta_scratch().pool;
+    live.resize(slots_.size());
+    const std::size_t n = detail::theta_gather_below(slots_, t, live.data(), 0);
+    assign_hashes(live.data(), n, t);
+    detail::theta_scratch().trim();
+}
+
+// The union rule on both sketches' hashes below theta_, into this table.
+inline void ThetaSketch::fold_by_selection(const ThetaSketch& other) {
+    detail::ThetaScratch& scratch = detail::theta_scratch();
+    std::vector<std::uint64_t>& pool = scratch.pool;
+    pool.resize(slots_.size() + detail::ThetaAccess::room(other));
+    std::size_t n = detail::theta_gather_below(slots_, theta_, pool.data(), 0);
+    n = detail::ThetaAccess::gather_below(other, theta_, pool.data(), n);
+    std::vector<std::uint64_t> kept;
+    const std::uint64_t t =
+        detail::theta_select_smallest(pool, n, theta_, std::size_t{1} << lg_k_, kept, scratch);
+    assign_hashes(kept.data(), kept.size(), t);
+    scratch.trim();
+}
+
+// The union rule's trim: the k smallest retained, theta the (k+1)-th.
+inline void ThetaSketch::keep_smallest_k() {
+    const std::size_t k = std::size_t{1} << lg_k_;
+    theta_ = detail::theta_trim_table(slots_, count_, theta_, k, detail::theta_scratch().pool,
+                                      [](std::size_t, std::size_t) {});
+    count_ = static_cast<std::uint32_t>(k);
+    detail::theta_scratch().trim();
 }
 
 inline ThetaSketch theta_union(std::span<const ThetaSketch* const> sketches, int lg_k) {

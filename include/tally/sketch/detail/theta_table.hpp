@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -66,6 +67,59 @@ inline std::size_t theta_probe(const std::uint64_t* slots, std::size_t mask, std
 
 inline bool theta_table_contains(const std::vector<std::uint64_t>& slots, std::uint64_t h) noexcept {
     return slots[theta_probe(slots.data(), slots.size() - 1, h)] == h;
+}
+
+/// Removes the hash at slot i of a full-or-not linear-probing table by
+/// shifting the rest of its cluster back (Knuth's Algorithm R), so probes
+/// stay correct without tombstones. `moved(from, to)` is called for each
+/// entry that changes slot (tables with values beside the hashes move them).
+template <class Moved>
+void theta_erase_at(std::uint64_t* slots, std::size_t mask, std::size_t i, Moved moved) noexcept {
+    std::size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        const std::uint64_t v = slots[j];
+        if (v == 0) break;
+        const std::size_t home = static_cast<std::size_t>(v) & mask;
+        // v may fill the hole at i unless its home lies cyclically in (i, j].
+        const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (stays) continue;
+        slots[i] = v;
+        moved(j, i);
+        i = j;
+    }
+    slots[i] = 0;
+}
+
+/// The union rule's trim of a table of `count` (> k) hashes in [1, theta):
+/// finds the (k+1)-th smallest t, erases every hash >= t (count - k of
+/// them) and returns t. Only the hashes above a cutoff that the uniform
+/// spread of hashes puts just below t are selected from, so a trim costs a
+/// scan and a small selection rather than a sort and a new table.
+template <class Moved>
+std::uint64_t theta_trim_table(std::vector<std::uint64_t>& slots, std::uint32_t count, std::uint64_t theta,
+                               std::size_t k, std::vector<std::uint64_t>& buf, Moved moved) {
+    const std::size_t excess = count - k;
+    buf.resize(slots.size());
+    const double below = (static_cast<double>(k) - 4.0 * std::sqrt(static_cast<double>(k)) - 16.0) /
+                         static_cast<double>(count);
+    std::uint64_t cut = below > 0 ? static_cast<std::uint64_t>(below * static_cast<double>(theta)) : 0;
+    std::size_t m = 0;
+    for (;;) {
+        m = 0;
+        for (const std::uint64_t v : slots)
+            if (v >= cut && v != 0) buf[m++] = v;  // few pass: the branch predicts well
+        if (m >= excess) break;
+        cut = 0;  // the spread was unlucky: select from all
+    }
+    const std::size_t idx = k - (count - m);  // t's rank among the selected
+    std::nth_element(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(idx),
+                     buf.begin() + static_cast<std::ptrdiff_t>(m));
+    const std::uint64_t t = buf[idx];
+    const std::size_t mask = slots.size() - 1;
+    for (std::size_t j = idx; j < m; ++j)
+        theta_erase_at(slots.data(), mask, theta_probe(slots.data(), mask, buf[j]), moved);
+    return t;
 }
 
 /// Appends the hashes of `slots` below `theta` (and not 0) to out[n...];
