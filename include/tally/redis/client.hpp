@@ -5,23 +5,12 @@
 
 #include "../detail/abi.hpp"
 
-#include <hiredis/hiredis.h>
-
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstring>
-#include <ctime>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -36,85 +25,75 @@
 #include "../detail/primitives.hpp"
 #include "../detail/throw.hpp"
 #include "cluster.hpp"
+#include "detail/connection.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace redis {
 
-/// Client: a small pool of non-blocking hiredis connections to one Redis (or
-/// Valkey, Dragonfly) server, over TCP or a unix socket, or to each master of
-/// a Redis Cluster; the limiters take either kind.
+/// Client: a pool of non-blocking connections to one Redis (or Valkey)
+/// server, over TCP or a unix socket, or to each master of a Redis Cluster.
 ///
-/// - One deadline per call: every public call computes now + command_timeout
-///   at entry and gives each connect, write, read, script reload, redirect
-///   and wait for a free connection only the time left (the socket is polled
-///   before each read and write, so a server that trickles bytes cannot
-///   stretch a call). At the deadline the call fails (the limiters answer
-///   with their fail mode). Never throws on I/O, never hangs.
-/// - No queueing: up to Options::pool_size connections per server; a thread
-///   takes an idle one or opens one, and when all are busy waits only until
-///   its own deadline. A failed or timed-out write or read closes that
-///   connection (no half-sent command or unread reply is ever reused).
-/// - Scripts are loaded once per server (SCRIPT LOAD, pipelined before the
-///   calls that need them) and called by SHA1 (EVALSHA); NOSCRIPT (SCRIPT
-///   FLUSH, a restart, a failover) reloads and repeats those calls once.
-/// - Lost state (single server): every script call counts up a sentinel key
-///   without TTL, <key_prefix>!sentinel (INCR), and the Client remembers the
-///   highest count it has seen. A count not above it (the key gone after a
-///   restart without persistence or FLUSHALL, or behind after a restore or a
-///   failover to a replica that missed writes) is a loss: the script writes
-///   "lost at t" (<key_prefix>!lost, no TTL), and for one time to full
-///   replenishment after t keys that come back missing start spent.
-///   lost_state_events() counts the detections. Cluster: not guarded (see
-///   docs/redis.md).
-/// - Eviction: each new connection reads CONFIG GET maxmemory-policy;
-///   evicting() is true while the server's policy can evict keys with a TTL,
-///   and limiters refuse it (see Options::allow_evicting_server). Where
-///   CONFIG is disabled, last_error() says so and the Client proceeds.
-/// - run() sends a whole batch pipelined: one round trip per server for any
-///   number of calls.
-/// - Cluster (connect_cluster): the slot map comes from CLUSTER SLOTS; each
-///   call goes to the master of its keys' slot (CRC16, hash tags), a batch is
-///   split per node, written to all nodes before any reply is read, and
-///   reassembled in order. MOVED updates the slot and refreshes the map, ASK
-///   retries on the target after ASKING; TRYAGAIN and CLUSTERDOWN are retried
-///   with backoff (1, 2, 4 ... 16 ms); all until the call's deadline. A node
-///   that fails answers its calls with an error reply (the limiters' fail
-///   mode); the others keep working. The keys of one call share a slot.
-/// - SIGPIPE from a vanished peer is discarded, never delivered.
+/// - One deadline per call (now + command_timeout at entry), shared by every
+///   write, read, reload, redirect and wait for a connection of the call; at
+///   the deadline the call fails and the limiters answer their fail mode.
+///   Never throws on I/O, never hangs.
+/// - Nothing else happens inside a call. Names resolve at connect and then
+///   in the background; each server has a background opener that connects,
+///   authenticates, selects the database, reads the eviction policy and
+///   loads the scripts within connect_timeout, with backoff (25 ms doubling
+///   to 1 s) after a failure. A call takes a ready connection or fails fast,
+///   so a degraded call has sent nothing and charged no key.
+/// - Replies stay in step: each script reply echoes its call's token; a
+///   connection is reused only with nothing unread; a reply that fails to
+///   decode or match closes it; a reply late past the deadline is drained in
+///   the background (within connect_timeout) and the connection reused.
+/// - Eviction: maxmemory-policy is read on every new connection and again,
+///   pipelined with a call, at most once a second; while it can evict keys
+///   with a TTL, evicting() is true and the limiters refuse. An error reply
+///   to the check never clears a refusal.
+/// - Lost state (single server): a sentinel counter detects restarts without
+///   persistence, FLUSHALL and lossy failovers (see docs/redis.md).
+/// - Cluster: slot map from CLUSTER SLOTS, MOVED/ASK followed, TRYAGAIN and
+///   CLUSTERDOWN retried with backoff until the deadline.
 ///
-/// Thread safety: every member is thread-safe; round trips of different
-/// threads run in parallel on separate connections.
+/// Thread safety: every member is thread-safe.
 ///
 ///   auto client = tally::redis::Client::connect("127.0.0.1", 6379);
 ///   tally::redis::GcraLimiter per_key(client, tally::Quota::per_second(100));
 ///   if (!per_key.try_acquire("api-key:42")) reply_429();
 class Client {
   public:
-    /// TCP. Connects now (at most connect_timeout); when that fails the
-    /// Client is still usable and connects on its next call (connected() and
-    /// last_error() tell).
+    /// TCP, to a host name or a numeric address. Resolves the name and opens
+    /// one connection now, all within connect_timeout; when that fails the
+    /// Client is still usable, keeps trying in the background, and calls
+    /// answer degraded until it succeeds (connected() and last_error() tell).
+    /// std::invalid_argument for a port outside [1, 65535] or a database
+    /// outside [0, 2^31 - 1].
     static Client connect(std::string host, int port, Options options = {}) {
+        tally::detail::check_range("tally::redis::Client::connect", "port", port, 1, 65535);
         Client c(std::move(options));
         c.s_->add_node(std::move(host), port);
-        c.s_->warm(0);
+        c.s_->wait_ready({0}, Clock::now() + c.s_->opt.connect_timeout);
         return c;
     }
     /// Unix-domain socket.
     static Client connect_unix(std::string path, Options options = {}) {
         Client c(std::move(options));
         c.s_->add_node(std::move(path), -1);
-        c.s_->warm(0);
+        c.s_->wait_ready({0}, Clock::now() + c.s_->opt.connect_timeout);
         return c;
     }
     /// Redis Cluster, from one or more "host:port" seeds (any nodes of the
     /// cluster). Reads the slot map now; when no seed answers, the Client is
     /// still usable and retries on its next call. std::invalid_argument for
-    /// no seeds or a seed that is not host:port with a port in [1, 65535].
+    /// no seeds, a seed that is not host:port with a port in [1, 65535], or
+    /// a database other than 0.
     static Client connect_cluster(std::vector<std::string> seeds, Options options = {}) {
         constexpr const char* who = "tally::redis::Client::connect_cluster";
         tally::detail::check_range(who, "number of seeds", seeds.size(), std::size_t{1}, std::size_t{1024});
+        tally::detail::check_range(who, "Options::database (a cluster has only database 0)", options.database, 0, 0);
         Client c(std::move(options));
         c.s_->cluster = true;
         for (const auto& seed : seeds) {
@@ -139,13 +118,15 @@ class Client {
                     if (o != Shared::none && std::find(masters.begin(), masters.end(), o) == masters.end())
                         masters.push_back(o);
             }
-            for (const std::size_t m : masters) c.s_->warm(m);  // open every master now
+            c.s_->wait_ready(masters, Clock::now() + c.s_->opt.connect_timeout);
         }
         return c;
     }
 
     Client(Client&&) noexcept = default;
     Client& operator=(Client&&) noexcept = default;
+    /// Stops the background openers (within about connect_timeout: a name
+    /// resolution in progress is left to finish on its own thread).
     ~Client() = default;
 
     [[nodiscard]] const Options& options() const noexcept { return s_->opt; }
@@ -169,13 +150,22 @@ class Client {
         std::lock_guard<std::mutex> lock(s_->mu);
         return s_->error;
     }
-    /// Round trips made so far (a pipelined batch counts once per server).
+    /// Round trips of calls so far (a pipelined batch counts once per
+    /// server); the background openers' setup round trips are not counted.
     [[nodiscard]] std::uint64_t round_trips() const noexcept { return s_->trips.load(std::memory_order_relaxed); }
+    /// Connections opened so far (all servers): steady while a server is
+    /// healthy, a few a second at most while it fails.
+    [[nodiscard]] std::uint64_t connections_opened() const {
+        std::lock_guard<std::mutex> lock(s_->mu);
+        std::uint64_t total = 0;
+        for (const auto& n : s_->nodes) total += n->opened;
+        return total;
+    }
     /// Losses of state detected through the sentinel (restart without
     /// persistence, FLUSHALL, a lossy failover) since the Client was made.
     [[nodiscard]] std::uint64_t lost_state_events() const noexcept { return s_->lost.load(std::memory_order_relaxed); }
-    /// The maxmemory-policy the last new connection read ("" when unknown:
-    /// not connected yet, or CONFIG disabled).
+    /// The maxmemory-policy last read ("" when unknown: not connected yet,
+    /// or CONFIG disabled).
     [[nodiscard]] std::string maxmemory_policy() const {
         std::lock_guard<std::mutex> lock(s_->mu);
         for (const auto& n : s_->nodes)
@@ -200,11 +190,7 @@ class Client {
                 if (s_->nodes[i]->evicting && Clock::now() - s_->nodes[i]->checked >= std::chrono::seconds(1))
                     due.push_back(i);
         }
-        for (const std::size_t i : due) {
-            Node& n = s_->node(i);
-            std::string why;
-            if (auto c = s_->acquire(n, d, why)) s_->release(n, std::move(c));
-        }
+        for (const std::size_t i : due) s_->probe_policy(s_->node(i), d);
     }
     /// The refusal text for an evicting server ("" when none is known):
     /// names maxmemory-policy, its value and the fix.
@@ -234,8 +220,21 @@ class Client {
     /// One plain command (administration, tests), within command_timeout;
     /// nullopt on transport failure. On a cluster it goes to the master of
     /// the slot of its second argument (the key of GET key, EXISTS key, TTL
-    /// key ...), or of slot 0 when there is none.
+    /// key ...), or of slot 0 when there is none. std::invalid_argument for
+    /// no arguments or a command that changes the state of the connection it
+    /// runs on (AUTH, SELECT, HELLO, MULTI/EXEC, WATCH, SUBSCRIBE, MONITOR,
+    /// CLIENT REPLY, RESET ...): a pooled connection must stay like the
+    /// others; credentials and the database belong in Options.
     std::optional<Reply> command(std::initializer_list<std::string_view> args) {
+        constexpr const char* who = "tally::redis::Client::command";
+        if (args.size() == 0) tally::detail::throw_invalid_argument(std::string(who) + ": no command given");
+        const std::string_view cmd = *args.begin();
+        const std::string_view sub = args.size() > 1 ? *(args.begin() + 1) : std::string_view();
+        if (detail::changes_connection_state(cmd, sub))
+            tally::detail::throw_invalid_argument(
+                std::string(who) + ": " + std::string(cmd) + (sub.empty() ? "" : " " + std::string(sub)) +
+                " changes the state of the one pooled connection it would run on; set Options::user, "
+                "Options::password and Options::database instead (applied to every connection)");
         const Deadline deadline = Clock::now() + s_->opt.command_timeout;
         std::vector<Item> items(1);
         items[0].raw.assign(args.begin(), args.end());
@@ -249,8 +248,10 @@ class Client {
     }
 
   private:
-    using Clock = std::chrono::steady_clock;
-    using Deadline = Clock::time_point;
+    using Clock = detail::Clock;
+    using Deadline = detail::Deadline;
+    using Conn = detail::Conn;
+    using Address = detail::Address;
 
     // One unit of a round trip: a script call, or a raw command.
     struct Item {
@@ -258,54 +259,11 @@ class Client {
         std::vector<std::string_view> raw;
     };
 
-    // Blocks SIGPIPE in this thread while hiredis writes; drops one that the
-    // write raised, restores the mask.
-    class SigpipeGuard {
-      public:
-        SigpipeGuard() noexcept {
-            sigset_t pending;
-            sigemptyset(&block_);
-            sigaddset(&block_, SIGPIPE);
-            sigpending(&pending);
-            was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-            if (!was_pending_) blocked_ = pthread_sigmask(SIG_BLOCK, &block_, &old_) == 0;
-        }
-        ~SigpipeGuard() {
-            if (!blocked_) return;
-            sigset_t pending;
-            sigpending(&pending);
-            if (sigismember(&pending, SIGPIPE) == 1) {
-                const timespec zero{0, 0};
-                while (sigtimedwait(&block_, nullptr, &zero) == -1 && errno == EINTR) {
-                }
-            }
-            pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-        }
-        SigpipeGuard(const SigpipeGuard&) = delete;
-        SigpipeGuard& operator=(const SigpipeGuard&) = delete;
-
-      private:
-        sigset_t block_{}, old_{};
-        bool was_pending_ = false, blocked_ = false;
-    };
-
-    struct ContextDeleter {
-        void operator()(redisContext* c) const noexcept { redisFree(c); }
-    };
-
     static Reply error_reply(std::string text) {
         Reply r;
         r.type = Reply::Type::error;
         r.str = std::move(text);
         return r;
-    }
-
-    // Milliseconds left before `deadline`, rounded up (0: passed).
-    static int ms_left(Deadline deadline) noexcept {
-        const auto left = deadline - Clock::now();
-        if (left <= Clock::duration::zero()) return 0;
-        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-        return static_cast<int>(std::min<long long>(ms, 1'000'000));
     }
 
     // The script SHA1s, the same for every server (learnt from the first
@@ -324,142 +282,41 @@ class Client {
         return t.sha[static_cast<std::size_t>(s)];
     }
 
-    // One non-blocking connection; every operation polls with the time left
-    // and closes the connection when it fails or runs out of time.
-    struct Conn {
-        std::unique_ptr<redisContext, ContextDeleter> ctx;
-        std::string error;
-
-        bool alive() const noexcept { return ctx != nullptr; }
-        bool fail(std::string why) {
-            error = std::move(why);
-            ctx.reset();
-            return false;
-        }
-        bool wait(short events, Deadline deadline, const std::string& where, const char* doing) {
-            for (;;) {
-                const int left = ms_left(deadline);
-                if (left == 0) return fail(std::string("timed out ") + doing + " " + where);
-                pollfd p{ctx->fd, events, 0};
-                const int r = ::poll(&p, 1, left);
-                if (r > 0) return true;
-                if (r < 0 && errno != EINTR) return fail(std::string("poll failed ") + doing + " " + where);
-            }
-        }
-        bool open(const std::string& host, int port, std::chrono::milliseconds connect_timeout, Deadline deadline,
-                  const std::string& where) {
-            ctx.reset();
-            redisContext* c =
-                port < 0 ? redisConnectUnixNonBlock(host.c_str()) : redisConnectNonBlock(host.c_str(), port);
-            if (c == nullptr) return fail("cannot allocate a hiredis context");
-            ctx.reset(c);
-            if (c->err != 0) return fail("connect to " + where + " failed: " + c->errstr);
-            const Deadline d = std::min(deadline, Clock::now() + connect_timeout);
-            if (!wait(POLLOUT, d, where, "connecting to")) return false;
-            int err = 0;
-            socklen_t len = sizeof err;
-            if (::getsockopt(ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-            if (err != 0) return fail("connect to " + where + " failed: " + std::strerror(err));
-            return true;
-        }
-        bool append(std::span<const std::string_view> args, const std::string& where) {
-            constexpr std::size_t small = 16;
-            std::array<const char*, small> a{};
-            std::array<std::size_t, small> l{};
-            std::vector<const char*> av;
-            std::vector<std::size_t> lv;
-            const char** argv = a.data();
-            std::size_t* len = l.data();
-            if (args.size() > small) {
-                av.resize(args.size());
-                lv.resize(args.size());
-                argv = av.data();
-                len = lv.data();
-            }
-            for (std::size_t i = 0; i < args.size(); ++i) {
-                argv[i] = args[i].data();
-                len[i] = args[i].size();
-            }
-            if (redisAppendCommandArgv(ctx.get(), static_cast<int>(args.size()), argv, len) != REDIS_OK)
-                return fail("hiredis could not format a command for " + where + ": " + ctx->errstr);
-            return true;
-        }
-        // Writes everything appended, polling with the time left.
-        bool flush(Deadline deadline, const std::string& where) {
-            SigpipeGuard guard;
-            for (;;) {
-                int done = 0;
-                if (redisBufferWrite(ctx.get(), &done) != REDIS_OK)
-                    return fail("write to " + where + " failed: " + ctx->errstr);
-                if (done != 0) return true;
-                if (!wait(POLLOUT, deadline, where, "writing to")) return false;
-            }
-        }
-        // The next reply, polling with the time left before each read.
-        bool read(Deadline deadline, const std::string& where, Reply& out) {
-            for (;;) {
-                void* raw = nullptr;
-                if (redisGetReplyFromReader(ctx.get(), &raw) != REDIS_OK)
-                    return fail("bad reply from " + where + ": " + ctx->errstr);
-                if (raw != nullptr) {
-                    std::unique_ptr<redisReply, void (*)(void*)> r(static_cast<redisReply*>(raw), freeReplyObject);
-                    out = convert(r.get());
-                    return true;
-                }
-                if (!wait(POLLIN, deadline, where, "waiting for a reply from")) return false;
-                if (redisBufferRead(ctx.get()) != REDIS_OK)
-                    return fail("read from " + where + " failed: " + (ctx->errstr[0] != 0 ? ctx->errstr : "closed"));
-            }
-        }
-        static Reply convert(const redisReply* r) {
-            Reply out;
-            switch (r->type) {
-                case REDIS_REPLY_STRING:
-                    out.type = Reply::Type::string;
-                    out.str.assign(r->str, r->len);
-                    break;
-                case REDIS_REPLY_STATUS:
-                    out.type = Reply::Type::status;
-                    out.str.assign(r->str, r->len);
-                    break;
-                case REDIS_REPLY_ERROR:
-                    out.type = Reply::Type::error;
-                    out.str.assign(r->str, r->len);
-                    break;
-                case REDIS_REPLY_INTEGER:
-                    out.type = Reply::Type::integer;
-                    out.integer = r->integer;
-                    break;
-                case REDIS_REPLY_NIL:
-                    out.type = Reply::Type::nil;
-                    break;
-                case REDIS_REPLY_ARRAY:
-                    out.type = Reply::Type::array;
-                    out.elements.reserve(r->elements);
-                    for (std::size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
-                    break;
-                default:  // RESP3 types (hiredis 1.x): never sent to a RESP2 connection
-                    out.type = Reply::Type::error;
-                    out.str = "tally: unexpected reply type " + std::to_string(r->type);
-                    break;
-            }
-            return out;
-        }
-    };
-
     // What a Client remembers of a server's sentinel: the highest count.
     struct Seen {
         long long count = 0;
     };
 
-    // One server: its connection pool and what the Client knows of it.
+    // A connection whose reply came after its call's deadline: drained in
+    // the background until `until`, then reused or closed.
+    struct Late {
+        std::unique_ptr<Conn> conn;
+        Deadline until;
+    };
+
+    // One server: where it is, its pool, its background threads and what
+    // the Client knows of it. Every field is under Shared::mu.
     struct Node {
         std::string host;
         int port = 0;
         std::string where;
-        std::vector<std::unique_ptr<Conn>> idle;  // under Shared::mu
-        std::size_t open = 0;                     // idle + in use
-        std::condition_variable cv;
+        bool numeric = false;                          // host needs no resolver
+        std::vector<Address> addrs;                    // last good resolution
+        Clock::time_point resolved_at{};
+        std::shared_ptr<detail::Resolution> resolving;  // in flight, or finished and not yet taken
+        std::vector<std::unique_ptr<Conn>> idle;
+        std::vector<Late> late;
+        std::size_t open = 0;     // idle + in use + late
+        std::size_t waiting = 0;  // calls waiting for a connection
+        bool opening = false, failing = false;
+        std::string failure;
+        Clock::time_point next_attempt{}, last_used = Clock::now();
+        std::chrono::milliseconds backoff{0};
+        std::uint64_t opened = 0;
+        std::condition_variable ready;   // a connection became idle, or an attempt ended
+        std::condition_variable work;    // for the opener
+        std::condition_variable drains;  // for the drainer
+        std::thread opener, drainer;
         std::array<bool, protocol::script_count> loaded{};
         Seen seen;
         std::string policy;
@@ -471,7 +328,9 @@ class Client {
     struct Group {
         std::size_t node = 0;
         bool asking = false;
+        bool policy_check = false;  // a CONFIG GET maxmemory-policy rides first
         std::vector<std::size_t> idx;
+        std::vector<std::string> tokens;  // per idx: what its script reply must echo
         std::unique_ptr<Conn> conn;
         std::vector<protocol::Script> loads;
         bool sent = false;
@@ -483,14 +342,34 @@ class Client {
         Options opt;
         std::size_t pool = 1;
         std::string sentinel, lost_key;  // <key_prefix>!sentinel, <key_prefix>!lost (single server)
-        std::atomic<std::uint64_t> trips{0}, lost{0};
+        std::atomic<std::uint64_t> trips{0}, lost{0}, tokens{0};
         std::atomic<int> evicting_nodes{0};
         std::string error;
         std::vector<std::unique_ptr<Node>> nodes;  // [0] alone when not a cluster
         bool cluster = false;
+        bool stopping = false;
         std::vector<std::uint16_t> owner;  // slot -> index in nodes (cluster)
         bool stale = true;
         Clock::time_point refreshed{};
+
+        Shared() = default;
+        Shared(const Shared&) = delete;
+        Shared& operator=(const Shared&) = delete;
+        ~Shared() {
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                stopping = true;
+                for (auto& n : nodes) {
+                    n->work.notify_all();
+                    n->drains.notify_all();
+                    n->ready.notify_all();
+                }
+            }
+            for (auto& n : nodes) {
+                if (n->opener.joinable()) n->opener.join();
+                if (n->drainer.joinable()) n->drainer.join();
+            }
+        }
 
         void note(std::string why) {
             std::lock_guard<std::mutex> lock(mu);
@@ -507,9 +386,15 @@ class Client {
         std::size_t add_node_locked(std::string host, int port) {
             auto n = std::make_unique<Node>();
             n->where = port < 0 ? host : host + ":" + std::to_string(port);
+            Address a;
+            n->numeric = detail::numeric_address(host, port, a);
+            if (n->numeric) n->addrs.push_back(a);
             n->host = std::move(host);
             n->port = port;
+            Node* p = n.get();
             nodes.push_back(std::move(n));
+            p->opener = std::thread([this, p] { open_loop(*p); });
+            p->drainer = std::thread([this, p] { drain_loop(*p); });
             return nodes.size() - 1;
         }
         std::size_t node_index(std::string_view host, int port) {  // under mu
@@ -519,93 +404,349 @@ class Client {
             return add_node_locked(std::string(host), port);
         }
 
-        // Opens one connection to node i now, within connect_timeout (plus
-        // command_timeout for the policy read), and keeps it idle.
-        void warm(std::size_t i) {
-            Node& n = node(i);
-            const Deadline d = Clock::now() + opt.connect_timeout + opt.command_timeout;
-            std::string why;
-            auto c = acquire(n, d, why, opt.connect_timeout);
-            if (!c) {
-                note(why);
-                return;
+        // Waits until each listed node has a connection ready or has failed
+        // an attempt, or the deadline; notes the failure of the first that
+        // has none.
+        void wait_ready(std::initializer_list<std::size_t> which, Deadline d) {
+            wait_ready(std::vector<std::size_t>(which), d);
+        }
+        void wait_ready(const std::vector<std::size_t>& which, Deadline d) {
+            std::unique_lock<std::mutex> lock(mu);
+            for (const std::size_t i : which) {
+                Node& n = *nodes[i];
+                n.last_used = Clock::now();
+                n.work.notify_one();
+                n.ready.wait_until(lock, d, [&] { return !n.idle.empty() || (n.failing && !n.opening); });
+                if (n.idle.empty())
+                    error = n.failing ? n.failure
+                                      : "connecting to " + n.where + " did not finish within connect_timeout (" +
+                                            std::to_string(opt.connect_timeout.count()) +
+                                            " ms); it goes on in the background";
             }
-            release(n, std::move(c));
         }
 
-        // Reads maxmemory-policy on a new connection (or a recheck).
-        bool check_policy(Node& n, Conn& c, Deadline d) {
-            const std::string_view args[3] = {"CONFIG", "GET", "maxmemory-policy"};
-            Reply r;
-            if (!c.append(args, n.where) || !c.flush(d, n.where) || !c.read(d, n.where, r)) return false;
-            trips.fetch_add(1, std::memory_order_relaxed);
+        // Takes a finished resolution into n.addrs. Under mu.
+        void take_resolution(Node& n) {
+            if (!n.resolving) return;
+            std::lock_guard<std::mutex> lock(n.resolving->mu);
+            if (!n.resolving->done) return;
+            if (!n.resolving->found.empty()) {
+                n.addrs = std::move(n.resolving->found);
+                n.resolved_at = Clock::now();
+            } else {
+                error = n.resolving->error;
+            }
+            n.resolving.reset();
+        }
+        // Under mu: a background resolution unless one is in flight.
+        void resolve_again(Node& n) {
+            if (n.numeric || n.resolving) return;
+            n.resolving = detail::resolve_in_background(n.host, n.port);
+        }
+        // The addresses to try: the last resolution's (refreshed in the
+        // background every 30 s), or a first one waited for until `d`.
+        bool addresses(Node& n, Deadline d, std::vector<Address>& out, std::string& why) {
+            std::unique_lock<std::mutex> lock(mu);
+            take_resolution(n);
+            if (!n.addrs.empty()) {
+                if (!n.numeric && Clock::now() - n.resolved_at >= std::chrono::seconds(30)) resolve_again(n);
+                out = n.addrs;
+                return true;
+            }
+            resolve_again(n);
+            const auto r = n.resolving;
+            lock.unlock();
+            // In slices, so a closing Client is not held up by a slow resolver.
+            while (!r->wait_until(std::min(d, Clock::now() + std::chrono::milliseconds(20)))) {
+                if (Clock::now() >= d || stopping_now()) {
+                    why = "resolving " + n.host + " took longer than connect_timeout (" +
+                          std::to_string(opt.connect_timeout.count()) + " ms); it goes on in the background";
+                    return false;
+                }
+            }
+            lock.lock();
+            take_resolution(n);
+            if (n.addrs.empty()) {
+                why = r->error;
+                return false;
+            }
+            out = n.addrs;
+            return true;
+        }
+        bool stopping_now() {
+            std::lock_guard<std::mutex> lock(mu);
+            return stopping;
+        }
+
+        // Applies a CONFIG GET maxmemory-policy reply. False for a reply of
+        // another shape (out of step: the caller closes the connection). An
+        // error reply (CONFIG disabled, -BUSY, NOPERM) keeps what was known.
+        bool apply_policy(Node& n, const Reply& r) {
             std::lock_guard<std::mutex> lock(mu);
             n.checked = Clock::now();
             const bool was = n.evicting;
             if (r.type == Reply::Type::array && r.elements.size() == 2 && r.elements[1].type == Reply::Type::string) {
                 n.policy = r.elements[1].str;
                 n.evicting = n.policy.rfind("volatile-", 0) == 0 || n.policy.rfind("allkeys-", 0) == 0;
-            } else {
-                n.policy.clear();
-                n.evicting = false;
+            } else if (r.type == Reply::Type::error || (r.type == Reply::Type::array && r.elements.empty())) {
                 error = "CONFIG GET maxmemory-policy on " + n.where + " was refused (" +
-                        (r.type == Reply::Type::error ? r.str : std::string("no value")) +
-                        "): the eviction policy is not checked; make sure it is noeviction";
+                        (r.type == Reply::Type::error ? r.str : std::string("no value")) + "): " +
+                        (n.evicting ? "the server stays refused until a check reads a policy that cannot evict"
+                                    : "the eviction policy is not checked; make sure it is noeviction");
+            } else {
+                return false;
             }
             if (was != n.evicting) evicting_nodes.fetch_add(n.evicting ? 1 : -1, std::memory_order_relaxed);
             return true;
         }
+        // One CONFIG GET maxmemory-policy round trip on a pooled connection.
+        void probe_policy(Node& n, Deadline d) {
+            std::string why;
+            auto c = acquire(n, d, why);
+            if (!c) return;
+            const std::string_view args[3] = {"CONFIG", "GET", "maxmemory-policy"};
+            Reply r;
+            if (c->append(args, n.where) && c->flush(d, n.where) && c->read(d, n.where, r) && !apply_policy(n, r))
+                c->fail("an out-of-step reply to CONFIG GET from " + n.where);
+            release(n, std::move(c));
+        }
 
-        // An idle connection of n, a new one (pool not full), or one freed
-        // before the deadline; null with `why` otherwise.
-        std::unique_ptr<Conn> acquire(Node& n, Deadline d, std::string& why,
-                                      std::chrono::milliseconds connect_timeout = std::chrono::milliseconds::max()) {
+        // Makes a new connection ready for calls, within connect_timeout:
+        // connect to the first address that answers, then one pipeline of
+        // AUTH, SELECT, CONFIG GET maxmemory-policy and the scripts (SCRIPT
+        // EXISTS when their SHA1s are known, SCRIPT LOAD of any missing).
+        std::unique_ptr<Conn> open_ready(Node& n, std::string& why) {
+            const Deadline d = Clock::now() + opt.connect_timeout;
+            std::vector<Address> addrs;
+            if (!addresses(n, d, addrs, why)) return nullptr;
+            auto c = std::make_unique<Conn>();
+            bool ok = false;
+            for (const Address& a : addrs) {
+                if (Clock::now() >= d) break;
+                if ((ok = c->open(a, d, n.where))) break;
+            }
+            if (!ok) {
+                why = c->error.empty() ? "connect to " + n.where + " timed out" : c->error;
+                std::lock_guard<std::mutex> lock(mu);
+                resolve_again(n);  // the name may point elsewhere now
+                return nullptr;
+            }
+            if (!prime(n, *c, d)) {
+                why = c->error;
+                return nullptr;
+            }
+            return c;
+        }
+        bool expect_ok(Conn& c, Deadline d, const std::string& where, const char* what) {
+            Reply r;
+            if (!c.read(d, where, r)) return false;
+            if (r.type == Reply::Type::status && r.str == "OK") return true;
+            return c.fail(std::string(what) + " on " + where + " failed: " +
+                          (r.type == Reply::Type::error ? r.str : std::string("unexpected reply")));
+        }
+        bool prime(Node& n, Conn& c, Deadline d) {
+            const std::string db = std::to_string(opt.database);
+            if (!opt.password.empty()) {
+                const std::string_view with_user[3] = {"AUTH", opt.user, opt.password};
+                const std::string_view plain[2] = {"AUTH", opt.password};
+                if (!c.append(opt.user.empty() ? std::span<const std::string_view>(plain)
+                                               : std::span<const std::string_view>(with_user),
+                              n.where))
+                    return false;
+            }
+            if (opt.database != 0) {
+                const std::string_view args[2] = {"SELECT", db};
+                if (!c.append(args, n.where)) return false;
+            }
+            const std::string_view policy[3] = {"CONFIG", "GET", "maxmemory-policy"};
+            if (!c.append(policy, n.where)) return false;
+            std::array<std::string, protocol::script_count> sha;
+            bool known = true;
+            for (std::size_t s = 0; s < protocol::script_count; ++s) {
+                sha[s] = sha_of(static_cast<protocol::Script>(s));
+                known = known && !sha[s].empty();
+            }
+            std::vector<std::string_view> exists = {"SCRIPT", "EXISTS"};
+            std::vector<protocol::Script> load;
+            if (known) {
+                for (const auto& h : sha) exists.emplace_back(h);
+                if (!c.append(exists, n.where)) return false;
+            } else {
+                for (std::size_t s = 0; s < protocol::script_count; ++s) load.push_back(static_cast<protocol::Script>(s));
+                if (!append_loads(n, c, load)) return false;
+            }
+            if (!c.flush(d, n.where)) return false;
+            if (!opt.password.empty() && !expect_ok(c, d, n.where, "AUTH")) return false;
+            if (opt.database != 0 && !expect_ok(c, d, n.where, "SELECT")) return false;
+            Reply r;
+            if (!c.read(d, n.where, r)) return false;
+            if (!apply_policy(n, r)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
+            if (known) {
+                if (!c.read(d, n.where, r)) return false;
+                if (r.type != Reply::Type::array || r.elements.size() != protocol::script_count)
+                    return c.fail("an out-of-step reply to SCRIPT EXISTS from " + n.where);
+                for (std::size_t s = 0; s < protocol::script_count; ++s)
+                    if (r.elements[s].type != Reply::Type::integer || r.elements[s].integer != 1)
+                        load.push_back(static_cast<protocol::Script>(s));
+                if (!load.empty() && (!append_loads(n, c, load) || !c.flush(d, n.where))) return false;
+            }
+            if (!read_loads(n, c, load, d)) return false;
+            std::lock_guard<std::mutex> lock(mu);
+            n.loaded.fill(true);
+            return true;
+        }
+        bool append_loads(Node& n, Conn& c, const std::vector<protocol::Script>& load) {
+            for (const protocol::Script s : load) {
+                const std::string_view args[3] = {"SCRIPT", "LOAD", protocol::script_source(s)};
+                if (!c.append(args, n.where)) return false;
+            }
+            return true;
+        }
+        // Reads SCRIPT LOAD replies: each the script's SHA1 (learnt by the
+        // process from the first, checked against it after).
+        bool read_loads(Node& n, Conn& c, const std::vector<protocol::Script>& load, Deadline d) {
+            for (const protocol::Script s : load) {
+                Reply r;
+                if (!c.read(d, n.where, r)) return false;
+                if (r.type != Reply::Type::string || r.str.size() != 40)
+                    return c.fail("SCRIPT LOAD failed on " + n.where + ": " + r.str);
+                Shas& t = shas();
+                std::lock_guard<std::mutex> lock(t.mu);
+                auto& known = t.sha[static_cast<std::size_t>(s)];
+                if (known.empty()) known = r.str;
+                if (known != r.str) return c.fail("SCRIPT LOAD on " + n.where + " answered another SHA1");
+            }
+            return true;
+        }
+
+        // The opener: keeps one connection while the node is in use, opens
+        // more while calls wait and the pool has room, backs off after a
+        // failure.
+        void open_loop(Node& n) {
             std::unique_lock<std::mutex> lock(mu);
-            for (;;) {
-                if (!n.idle.empty()) {
-                    auto c = std::move(n.idle.back());
-                    n.idle.pop_back();
-                    const bool recheck = n.evicting && Clock::now() - n.checked >= std::chrono::seconds(1);
-                    lock.unlock();
-                    if (recheck && !check_policy(n, *c, d)) {
-                        why = c->error;
-                        lock.lock();
-                        --n.open;
-                        n.cv.notify_one();
-                        return nullptr;
-                    }
-                    return c;
+            while (!stopping) {
+                const auto now = Clock::now();
+                const bool in_use = now - n.last_used < std::chrono::seconds(60);
+                const bool need = n.open < pool && ((n.open == 0 && in_use) || (n.waiting > 0 && n.idle.empty()));
+                if (!need) {
+                    n.work.wait(lock);
+                    continue;
                 }
-                if (n.open < pool) {
+                if (now < n.next_attempt) {
+                    n.work.wait_until(lock, n.next_attempt);
+                    continue;
+                }
+                n.opening = true;
+                lock.unlock();
+                std::string why;
+                auto c = open_ready(n, why);
+                lock.lock();
+                n.opening = false;
+                if (c) {
                     ++n.open;
-                    lock.unlock();
-                    auto c = std::make_unique<Conn>();
-                    const auto ct = std::min(connect_timeout, opt.connect_timeout);
-                    if (c->open(n.host, n.port, ct, d, n.where) && check_policy(n, *c, d)) return c;
-                    why = c->error;
-                    lock.lock();
-                    --n.open;
-                    n.cv.notify_one();
-                    return nullptr;
+                    ++n.opened;
+                    n.failing = false;
+                    n.backoff = std::chrono::milliseconds(0);
+                    n.idle.push_back(std::move(c));
+                } else {
+                    n.failing = true;
+                    n.failure = why;
+                    error = why;
+                    n.backoff = std::clamp(n.backoff * 2, std::chrono::milliseconds(25), std::chrono::milliseconds(1000));
+                    n.next_attempt = Clock::now() + n.backoff;
                 }
-                if (n.cv.wait_until(lock, d) == std::cv_status::timeout && n.idle.empty() && n.open >= pool) {
-                    why = "all " + std::to_string(pool) + " connections to " + n.where +
-                          " stayed busy until the deadline";
-                    return nullptr;
-                }
+                n.ready.notify_all();
             }
         }
+        // The drainer: reads the replies a late connection still owes, then
+        // puts it back in the pool if it is in step, else closes it.
+        void drain_loop(Node& n) {
+            std::unique_lock<std::mutex> lock(mu);
+            while (!stopping) {
+                if (n.late.empty()) {
+                    n.drains.wait(lock);
+                    continue;
+                }
+                Late l = std::move(n.late.front());
+                n.late.erase(n.late.begin());
+                lock.unlock();
+                l.conn->timed_out = false;
+                bool ok = true;
+                while (ok && l.conn->owed > 0) {
+                    Reply r;
+                    ok = l.conn->read(std::min(l.until, Clock::now() + std::chrono::milliseconds(20)), n.where, r) ||
+                         (l.conn->alive() && Clock::now() < l.until && !stopping_now() &&
+                          !(l.conn->timed_out = false));
+                }
+                ok = ok && l.conn->in_step();
+                lock.lock();
+                if (ok) {
+                    n.idle.push_back(std::move(l.conn));
+                } else {
+                    --n.open;
+                    n.work.notify_one();
+                }
+                n.ready.notify_all();
+            }
+        }
+
+        // A ready connection of n: an idle one in step, or one the opener
+        // hands over before the deadline. Null with `why` when none comes,
+        // at once while the node is failing and no attempt is due in time.
+        std::unique_ptr<Conn> acquire(Node& n, Deadline d, std::string& why) {
+            std::unique_lock<std::mutex> lock(mu);
+            n.last_used = Clock::now();
+            for (;;) {
+                while (!n.idle.empty()) {
+                    auto c = std::move(n.idle.back());
+                    n.idle.pop_back();
+                    lock.unlock();
+                    const bool usable = c->in_step();  // closed by the server, or a stray reply arrived
+                    lock.lock();
+                    if (usable) return c;
+                    --n.open;
+                    n.work.notify_one();
+                }
+                if (n.failing && !n.opening && n.open == 0 && n.next_attempt > d) {
+                    why = n.failure;
+                    return nullptr;
+                }
+                if (Clock::now() >= d) {
+                    why = n.open >= pool ? "all " + std::to_string(pool) + " connections to " + n.where +
+                                               " stayed busy until the deadline"
+                          : n.failing ? n.failure
+                                      : "no connection to " + n.where + " was ready before the deadline";
+                    return nullptr;
+                }
+                ++n.waiting;
+                n.work.notify_one();
+                n.ready.wait_until(lock, d);
+                --n.waiting;
+            }
+        }
+        // Back to the pool only in step; a connection that timed out owing
+        // replies goes to the drainer; anything else is closed.
         void release(Node& n, std::unique_ptr<Conn> c) {
+            if (!c) return;
+            if (c->alive() && c->timed_out && !c->unsent && c->owed > 0) {
+                std::lock_guard<std::mutex> lock(mu);
+                n.late.push_back(Late{std::move(c), Clock::now() + opt.connect_timeout});
+                n.drains.notify_one();
+                return;
+            }
+            const bool keep = c->in_step();
             std::lock_guard<std::mutex> lock(mu);
-            if (c && c->alive())
+            if (keep)
                 n.idle.push_back(std::move(c));
             else
                 --n.open;
-            n.cv.notify_one();
+            n.ready.notify_one();
+            n.work.notify_one();
         }
 
         // Appends items[g.idx...] (each after ASKING when asking) to g.conn,
-        // after the SCRIPT LOADs the node lacks, and writes them.
+        // after a policy check when one is due and the SCRIPT LOADs the node
+        // lacks, and writes them.
         bool send(Group& g, std::span<const Item> items, Deadline d) {
             Node& n = node(g.node);
             Conn& c = *g.conn;
@@ -618,6 +759,12 @@ class Client {
                         call != nullptr && !n.loaded[static_cast<std::size_t>(call->script)])
                         need[static_cast<std::size_t>(call->script)] = true;
                 seen = n.seen;
+                g.policy_check = Clock::now() - n.checked >= std::chrono::seconds(1);
+                if (g.policy_check) n.checked = Clock::now();
+            }
+            if (g.policy_check) {
+                const std::string_view args[3] = {"CONFIG", "GET", "maxmemory-policy"};
+                if (!c.append(args, n.where)) return false;
             }
             g.loads.clear();
             std::array<std::string, protocol::script_count> sha;
@@ -628,80 +775,82 @@ class Client {
                         items[g.idx[k]].call != nullptr && static_cast<std::size_t>(items[g.idx[k]].call->script) == s;
                 if (!used) continue;
                 sha[s] = sha_of(static_cast<protocol::Script>(s));
-                if (sha[s].empty()) {  // the first load of the process: learn the SHA1
-                    if (!load_now(n, c, static_cast<protocol::Script>(s), d)) return false;
-                    sha[s] = sha_of(static_cast<protocol::Script>(s));
-                } else if (need[s]) {
+                if (need[s] || sha[s].empty()) {
                     const std::string_view args[3] = {"SCRIPT", "LOAD",
                                                       protocol::script_source(static_cast<protocol::Script>(s))};
                     if (!c.append(args, n.where)) return false;
                     g.loads.push_back(static_cast<protocol::Script>(s));
                 }
             }
+            if (std::any_of(g.loads.begin(), g.loads.end(),
+                            [&](protocol::Script s) { return sha[static_cast<std::size_t>(s)].empty(); })) {
+                // The first load of the process: learn the SHA1s before calling by them.
+                if (!c.flush(d, n.where) || (g.policy_check && !read_policy(n, c, d)) || !read_loads(n, c, g.loads, d))
+                    return false;
+                g.policy_check = false;
+                g.loads.clear();
+                for (std::size_t s = 0; s < protocol::script_count; ++s)
+                    sha[s] = sha_of(static_cast<protocol::Script>(s));
+                trips.fetch_add(1, std::memory_order_relaxed);
+            }
             const bool guard = !cluster;
             const std::string cnt = std::to_string(seen.count);
             std::vector<std::string_view> argv;
-            for (const std::size_t i : g.idx) {
+            g.tokens.assign(g.idx.size(), std::string());
+            for (std::size_t k = 0; k < g.idx.size(); ++k) {
                 if (g.asking) {
                     const std::string_view a[1] = {"ASKING"};
                     if (!c.append(a, n.where)) return false;
                 }
-                const Item& it = items[i];
+                const Item& it = items[g.idx[k]];
                 if (it.call == nullptr) {
                     if (!c.append(it.raw, n.where)) return false;
                     continue;
                 }
                 const protocol::Call& call = *it.call;
+                g.tokens[k] = std::to_string(tokens.fetch_add(1, std::memory_order_relaxed) + 1);
                 const std::size_t nk = std::min(call.num_keys, call.args.size());
                 const std::string nks = std::to_string(nk + (guard ? 2 : 0));
                 argv.clear();
-                argv.reserve(call.args.size() + 7);
+                argv.reserve(call.args.size() + 8);
                 argv.emplace_back("EVALSHA");
                 argv.emplace_back(sha[static_cast<std::size_t>(call.script)]);
                 argv.emplace_back(nks);
-                for (std::size_t k = 0; k < nk; ++k) argv.emplace_back(call.args[k]);
+                for (std::size_t j = 0; j < nk; ++j) argv.emplace_back(call.args[j]);
                 if (guard) {
                     argv.emplace_back(sentinel);
                     argv.emplace_back(lost_key);
                 }
-                for (std::size_t k = nk; k < call.args.size(); ++k) argv.emplace_back(call.args[k]);
+                for (std::size_t j = nk; j < call.args.size(); ++j) argv.emplace_back(call.args[j]);
                 argv.emplace_back(guard ? std::string_view("1") : std::string_view("0"));
                 argv.emplace_back(guard ? std::string_view(cnt) : std::string_view("0"));
+                argv.emplace_back(g.tokens[k]);
                 if (!c.append(argv, n.where)) return false;
             }
             g.sent = c.flush(d, n.where);
             return g.sent;
         }
-        bool load_now(Node& n, Conn& c, protocol::Script s, Deadline d) {
-            const std::string_view args[3] = {"SCRIPT", "LOAD", protocol::script_source(s)};
+        bool read_policy(Node& n, Conn& c, Deadline d) {
             Reply r;
-            if (!c.append(args, n.where) || !c.flush(d, n.where) || !c.read(d, n.where, r)) return false;
-            trips.fetch_add(1, std::memory_order_relaxed);
-            if (r.type != Reply::Type::string || r.str.size() != 40)
-                return c.fail("SCRIPT LOAD failed on " + n.where + ": " + r.str);
-            {
-                Shas& t = shas();
-                std::lock_guard<std::mutex> lock(t.mu);
-                t.sha[static_cast<std::size_t>(s)] = r.str;
-            }
-            std::lock_guard<std::mutex> lock(mu);
-            n.loaded[static_cast<std::size_t>(s)] = true;
+            if (!c.read(d, n.where, r)) return false;
+            if (!apply_policy(n, r)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
             return true;
         }
-        // The script replies end with the sentinel's count and a flag "this
-        // call detected a loss": strip and remember them.
-        void take_suffix(Node& n, Reply& r) {
-            if (r.type != Reply::Type::array) return;
+        // The script replies end with the sentinel's count, a flag "this
+        // call detected a loss" and the call's token: check, strip and
+        // remember them. False when the reply is not this call's.
+        bool take_suffix(Node& n, Reply& r, const std::string& token) {
+            if (r.type != Reply::Type::array) return r.type == Reply::Type::error;
             auto& e = r.elements;
-            if (e.size() < 2 || !protocol::detail::int_in(e[e.size() - 2], 0, (1LL << 53) - 1) ||
-                !protocol::detail::int_in(e[e.size() - 1], 0, 1)) {
-                r = error_reply("tally: malformed reply to a script (sentinel)");
-                return;
-            }
+            if (e.size() < 3 || e.back().type != Reply::Type::string || e.back().str != token) return false;
+            e.pop_back();
+            if (!protocol::detail::int_in(e[e.size() - 2], 0, (1LL << 53) - 1) ||
+                !protocol::detail::int_in(e[e.size() - 1], 0, 1))
+                return false;
             const long long cnt = e[e.size() - 2].integer;
             const bool detected = e[e.size() - 1].integer == 1;
             e.resize(e.size() - 2);
-            if (cluster) return;
+            if (cluster) return true;
             std::lock_guard<std::mutex> lock(mu);
             // After a loss the count starts again: take the new one as is.
             n.seen.count = detected ? cnt : std::max(n.seen.count, cnt);
@@ -711,6 +860,7 @@ class Client {
                         " (restart without persistence, FLUSHALL or a lossy failover): keys that come back missing "
                         "start spent for one time to full replenishment";
             }
+            return true;
         }
         // Reads the replies of send() into replies[g.idx...]; NOSCRIPT: the
         // script did not run, reload it and repeat those calls once.
@@ -719,6 +869,7 @@ class Client {
             Node& n = node(g.node);
             Conn& c = *g.conn;
             Reply r;
+            if (g.policy_check && !read_policy(n, c, d)) return false;
             for (const protocol::Script s : g.loads) {
                 if (!c.read(d, n.where, r)) return false;
                 if (r.type != Reply::Type::string || r.str != sha_of(s))
@@ -727,7 +878,8 @@ class Client {
                 n.loaded[static_cast<std::size_t>(s)] = true;
             }
             std::vector<std::size_t> retry;
-            for (const std::size_t i : g.idx) {
+            for (std::size_t k = 0; k < g.idx.size(); ++k) {
+                const std::size_t i = g.idx[k];
                 if (g.asking && !c.read(d, n.where, r)) return false;  // the ASKING reply
                 if (!c.read(d, n.where, r)) return false;
                 if (items[i].call != nullptr) {
@@ -735,8 +887,9 @@ class Client {
                         retry.push_back(i);
                         std::lock_guard<std::mutex> lock(mu);
                         n.loaded[static_cast<std::size_t>(items[i].call->script)] = false;
-                    } else {
-                        take_suffix(n, r);
+                    } else if (!take_suffix(n, r, g.tokens[k])) {
+                        return c.fail("a reply from " + n.where +
+                                      " out of step with its call (a stray or duplicated reply): connection closed");
                     }
                 }
                 replies[i] = std::move(r);
@@ -978,7 +1131,9 @@ class Client {
         }
     };
 
+
     explicit Client(Options options) : s_(std::make_unique<Shared>()) {
+        tally::detail::check_range("tally::redis::Options", "database", options.database, 0, 2147483647);
         s_->opt = std::move(options);
         const std::size_t hw = std::max<std::size_t>(1, std::thread::hardware_concurrency());
         s_->pool = s_->opt.pool_size != 0 ? s_->opt.pool_size : std::min<std::size_t>(hw, 8);

@@ -24,8 +24,11 @@ struct Options {
     /// Prepended to every key a limiter touches (binary-safe). The Client's
     /// prefix also names its lost-state sentinel, <key_prefix>!sentinel.
     std::string key_prefix = "tally:";
-    /// Opening a connection: the first at Client::connect, and one inside a
-    /// call at most min(connect_timeout, what is left of command_timeout).
+    /// Opening a connection: resolving the name (at Client::connect, then
+    /// in the background), connecting, authenticating, selecting the
+    /// database, reading the eviction policy and loading the scripts, all
+    /// within one connect_timeout and never inside a call: connections are
+    /// opened in the background and handed to calls ready.
     std::chrono::milliseconds connect_timeout{200};
     /// One deadline per call, from its entry: every connect, write, read,
     /// script reload, redirect and wait for a free connection of the call
@@ -44,6 +47,14 @@ struct Options {
     /// Caller-time calls (try_acquire_at): how far the caller's clock may lag
     /// Redis's; each key's TTL covers it beyond the key's debt.
     std::chrono::milliseconds max_clock_skew{1000};
+    /// Credentials sent with AUTH on every connection before anything else:
+    /// `password` alone for requirepass, `user` and `password` for an ACL
+    /// user (Redis 6+). Empty password: no AUTH.
+    std::string user;
+    std::string password;
+    /// The database every connection SELECTs (0..2^31-1; a cluster has
+    /// only database 0).
+    int database = 0;
 };
 
 }  // namespace redis

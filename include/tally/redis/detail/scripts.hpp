@@ -92,15 +92,16 @@ local function ttl(ms)
   if ms > 99999999999999 then ms = 99999999999999 end
   return ms
 end
--- Lost-state guard. The last two ARGV are G ('1': KEYS ends with the
--- sentinel counter and the lost-at key) and the highest count the client has
--- seen (0: none). The counter has no TTL and counts the calls; INCR returning
+-- Lost-state guard. The last three ARGV are G ('1': KEYS ends with the
+-- sentinel counter and the lost-at key), the highest count the client has
+-- seen (0: none), and the call's token, echoed last in the reply so the
+-- client knows the reply is this call's. The counter has no TTL and counts the calls; INCR returning
 -- at most the count seen means state was lost (gone: restart without
 -- persistence, FLUSHALL; behind: a restore or a failover that missed writes).
 -- Then lost-at = now (no TTL), and for a key's time to full replenishment
 -- after it, a key found missing starts spent. Every array reply ends with
--- count, detected (0 0 without a sentinel).
-local NA = #ARGV - 2
+-- count, detected (0 0 without a sentinel), token.
+local NA = #ARGV - 3
 local G = ARGV[NA + 1] == '1'
 local NK = #KEYS
 if G then NK = NK - 2 end
@@ -147,6 +148,7 @@ local function seal(out)
   local n = #out
   out[n + 1] = gcnt
   out[n + 2] = gdet
+  out[n + 3] = ARGV[NA + 3]
   return out
 end
 )lua";
