@@ -404,7 +404,9 @@ TEST_CASE("KllSketch: quantile is the first item whose cumulative weight reaches
             for (const double r : ranks) {
                 if (r > 1.0) continue;
                 for (const bool inclusive : {true, false}) {
-                    const double wd = r * total;
+                    // DataSketches Java's natural rank: rounded to 7 decimals up to n = 10^7
+                    double wd = r * total;
+                    if (total <= 1e7) wd = static_cast<double>(std::llround(wd * 1e7)) / 1e7;
                     const auto need = static_cast<std::uint64_t>(inclusive ? std::ceil(wd) : std::floor(wd) + 1);
                     std::size_t at = 0;
                     while (at + 1 < cum.size() && cum[at] < need) ++at;

@@ -74,7 +74,9 @@ class KllSketch {
     static constexpr std::uint8_t format_version = 1;
 
     /// The retained items in order with their cumulative weights: what every
-    /// query reads. Immutable; copies are independent.
+    /// query reads. In estimation mode, as DataSketches Java's sorted view, it
+    /// starts with the exact min (weight 1) and ends with the exact max when
+    /// compaction dropped them. Immutable; copies are independent.
     class SortedView {
       public:
         [[nodiscard]] std::span<const T> items() const noexcept { return items_; }
@@ -99,6 +101,18 @@ class KllSketch {
         // below its start, so rank() searches one bucket's items, usually a
         // few, instead of all m.
         void index_items();
+        // rank n, as DataSketches Java computes it (QuantilesUtil.getNaturalRank):
+        // up to n = 10^7 rounded to 7 decimals (half up), so that a rank
+        // such as 0.07 of n = 100 (7.000000000000001) is 7, not just above.
+        static double natural_rank(double rank, std::uint64_t n) noexcept {
+            double r = rank * static_cast<double>(n);
+            if (n <= 10000000) {
+                const double x = r * 1e7;  // at most 10^14: floor and the difference are exact
+                const double f = std::floor(x);
+                r = (x - f >= 0.5 ? f + 1 : f) / 1e7;
+            }
+            return r;
+        }
         using Key = detail::KllBits<T>;
         // The compaction kernels' signed order key, made unsigned (so that
         // differences of keys do not overflow); -0 and +0 compare equal, so
@@ -151,12 +165,14 @@ class KllSketch {
     // ---- queries -----------------------------------------------------------
 
     /// The item at normalized rank `rank` in [0, 1] (std::invalid_argument
-    /// otherwise): with inclusive, the smallest retained item whose inclusive
+    /// otherwise): with inclusive, the smallest item of the sorted view whose
     /// cumulative weight is >= ceil(rank n); exclusive, the smallest whose
-    /// weight exceeds floor(rank n) (DataSketches' semantics). NaN when empty.
+    /// weight exceeds floor(rank n), rank n rounded to 7 decimals first for
+    /// n <= 10^7 (DataSketches Java's semantics, answer for answer). NaN when empty.
     [[nodiscard]] T quantile(double rank, bool inclusive = true) const;
-    /// Normalized rank of item: weight of retained items <= item (inclusive)
-    /// or < item (exclusive), over n. std::invalid_argument for NaN; NaN when empty.
+    /// Normalized rank of item: weight of the sorted view's items <= item
+    /// (inclusive) or < item (exclusive), over n. std::invalid_argument for
+    /// NaN; NaN when empty.
     [[nodiscard]] double rank(T item, bool inclusive = true) const;
     /// rank(s_i) for each split point, then 1 (size m + 1). Split points must
     /// be strictly increasing and not NaN (std::invalid_argument). Empty when empty.
@@ -203,8 +219,9 @@ class KllSketch {
     /// detail/kll_datasketches.hpp), read by kll_sketch<T> (C++) and
     /// KllFloatsSketch / KllDoublesSketch (Java).
     [[nodiscard]] std::vector<std::byte> to_datasketches() const;
-    /// Reads a DataSketches compact image (serial versions 1 and 2) of this T,
-    /// validating every field (FormatError). The result answers every query as
+    /// Reads a DataSketches image of this T: compact (serial versions 1 and 2)
+    /// or updatable (3, what Java's direct sketches hold), validating every
+    /// field (FormatError). The result answers every query as
     /// DataSketches does on the same image; its random stream starts at `seed`.
     [[nodiscard]] static KllSketch from_datasketches(std::span<const std::byte> bytes, std::uint64_t seed = default_seed);
 
@@ -250,6 +267,8 @@ class KllSketch {
         else
             return std::bit_cast<T>(r.u64());
     }
+    /// Reads an updatable image (serial version 3) past its first 8 bytes.
+    static KllSketch from_updatable(ByteReader& r, std::uint16_t k, std::uint8_t flags, std::uint64_t seed);
     /// Validates a decoded layout (absolute offsets in levels[0..nl]) and builds the sketch.
     static KllSketch build(const char* who, std::uint16_t k, std::uint16_t min_k, std::uint64_t n, std::uint32_t nl,
                            const detail::KllLevels& levels, ByteReader& items, T min, T max, bool sorted0,
@@ -518,17 +537,38 @@ void KllSketch<T>::build_view() const {
         for (std::uint32_t i = levels_[h]; i < levels_[h + 1]; ++i) cur.emplace_back(items_[i - base_], std::uint64_t{1} << h);
         if (before == 0) continue;
         tmp.clear();
-        std::merge(cur.begin(), cur.begin() + static_cast<std::ptrdiff_t>(before),
-                   cur.begin() + static_cast<std::ptrdiff_t>(before), cur.end(), std::back_inserter(tmp), by_item);
+        // the higher level first: equal items then stand in descending level
+        // order, as in DataSketches Java's view, so that cumulative weights
+        // inside a run of ties are Java's too
+        std::merge(cur.begin() + static_cast<std::ptrdiff_t>(before), cur.end(), cur.begin(),
+                   cur.begin() + static_cast<std::ptrdiff_t>(before), std::back_inserter(tmp), by_item);
         cur.swap(tmp);
     }
-    view_.items_.resize(m);
-    view_.cum_.resize(m);
+    // In estimation mode the exact min and max may have been compacted away:
+    // as DataSketches Java (IncludeMinMax), the view then starts with min at
+    // cumulative weight 1 and ends with max at n, the last retained item
+    // giving up one unit of weight to it.
+    const T lo = m ? lowest() : T(0), hi = m ? highest() : T(0);
+    const bool add_lo = m && cur.front().first != lo;
+    const bool add_hi = m && cur.back().first != hi;
+    const std::size_t len = m + (add_lo ? 1 : 0) + (add_hi ? 1 : 0);
+    view_.items_.resize(len);
+    view_.cum_.resize(len);
     std::uint64_t total = 0;
+    const std::size_t off = add_lo ? 1 : 0;
     for (std::uint32_t i = 0; i < m; ++i) {
-        view_.items_[i] = cur[i].first;
+        view_.items_[i + off] = cur[i].first;
         total += cur[i].second;
-        view_.cum_[i] = total;
+        view_.cum_[i + off] = total;
+    }
+    if (add_lo) {
+        view_.items_[0] = lo;
+        view_.cum_[0] = 1;
+    }
+    if (add_hi) {
+        view_.items_[len - 1] = hi;
+        view_.cum_[len - 1] = total;
+        view_.cum_[len - 2] = total - 1;
     }
     view_.index_weights();
     view_.index_items();
@@ -583,7 +623,7 @@ void KllSketch<T>::SortedView::index_items() {
 template <class T>
 T KllSketch<T>::SortedView::quantile(double rank, bool inclusive) const noexcept {
     const std::uint64_t total = cum_.back();
-    const double wd = rank * static_cast<double>(total);
+    const double wd = natural_rank(rank, total);
     // The answer is the first item whose cumulative weight reaches `need`:
     // ceil(rank n) inclusive, floor(rank n) + 1 exclusive, at most n (the
     // last item's weight, so every scan below stops by the last item).
@@ -838,8 +878,8 @@ KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, s
     const std::uint8_t m = r.u8();
     if (r.u8() != 0) fail("byte 7 (unused) is not zero");
     if (fam != detail::kll_ds_family) fail("family id " + std::to_string(fam) + " is not KLL (15)");
-    if (ver != detail::kll_ds_serial_v1 && ver != detail::kll_ds_serial_v2)
-        fail("serial version " + std::to_string(ver) + " is not 1 or 2");
+    if (ver != detail::kll_ds_serial_v1 && ver != detail::kll_ds_serial_v2 && ver != detail::kll_ds_serial_v3)
+        fail("serial version " + std::to_string(ver) + " is not 1, 2 or 3");
     if (m != detail::kll_m) fail("m " + std::to_string(m) + " is not 8");
     if (k < smallest_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
     if (flags & ~(detail::kll_ds_flag_empty | detail::kll_ds_flag_sorted | detail::kll_ds_flag_single))
@@ -848,6 +888,11 @@ KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, s
     const bool single = (flags & detail::kll_ds_flag_single) != 0;
     const bool sorted0 = (flags & detail::kll_ds_flag_sorted) != 0;
     if (is_empty && single) fail("flags say both empty and single item");
+    if (ver == detail::kll_ds_serial_v3) {
+        if (pre != detail::kll_ds_preamble_full)
+            fail("preamble ints " + std::to_string(pre) + " where 5 is required (updatable image)");
+        return from_updatable(r, k, flags, seed);
+    }
     const std::uint8_t want_pre = (is_empty || single) ? detail::kll_ds_preamble_short : detail::kll_ds_preamble_full;
     if (pre != want_pre)
         fail("preamble ints " + std::to_string(pre) + " where " + std::to_string(want_pre) + " is required");
@@ -879,6 +924,42 @@ KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, s
     if (levels[0] > levels[nl]) fail("level 0 starts past the capacity");
     const T min = get_item(r);
     const T max = get_item(r);
+    return build(who, k, mk, n, nl, levels, r, min, max, sorted0, seed, seed);
+}
+
+template <class T>
+KllSketch<T> KllSketch<T>::from_updatable(ByteReader& r, std::uint16_t k, std::uint8_t flags, std::uint64_t seed) {
+    constexpr const char* who = "tally::KllSketch::from_datasketches";
+    const auto fail = [](const std::string& what) {
+        detail::throw_format_error(std::string("tally::KllSketch::from_datasketches: updatable image: ") + what);
+    };
+    const std::uint64_t n = r.u64();
+    const std::uint16_t mk = r.u16();
+    const std::uint32_t nl = r.u8();
+    if (r.u8() != 0) fail("byte 19 (unused) is not zero");
+    // Java's direct sketches leave the empty flag clear on an empty image;
+    // heap ones set it, and the single-item flag at n = 1
+    if ((flags & detail::kll_ds_flag_empty) && n != 0) fail("the empty flag is set with n = " + std::to_string(n));
+    if ((flags & detail::kll_ds_flag_single) && n != 1) fail("the single-item flag is set with n = " + std::to_string(n));
+    const std::uint32_t max_nl = n == 0 ? 1 : detail::kll_max_levels_for(n);
+    if (nl < 1 || nl > max_nl) fail("level count " + std::to_string(nl) + " is out of range for n = " + std::to_string(n));
+    detail::KllLevels levels{};
+    for (std::uint32_t h = 0; h <= nl; ++h) levels[h] = r.u32();
+    const std::uint32_t capacity = detail::KllCapacities(k).total(nl);
+    if (levels[nl] != capacity) fail("the last level offset is not the capacity " + std::to_string(capacity));
+    if (levels[0] > capacity) fail("level 0 starts past the capacity");
+    const T min = get_item(r);
+    const T max = get_item(r);
+    // the free space below level 0: any bytes
+    (void)r.bytes(std::size_t{levels[0]} * sizeof(T));
+    const bool sorted0 = (flags & detail::kll_ds_flag_sorted) != 0;
+    if (n == 0) {
+        if (levels[0] != capacity || mk != k) fail("an empty sketch has no items and min k = k");
+        r.expect_end();
+        KllSketch s(k, seed);
+        s.sorted0_ = sorted0;
+        return s;
+    }
     return build(who, k, mk, n, nl, levels, r, min, max, sorted0, seed, seed);
 }
 

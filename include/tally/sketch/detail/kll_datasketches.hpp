@@ -1,6 +1,7 @@
 // tally/sketch/detail/kll_datasketches.hpp: the bytes of Apache DataSketches'
 // KLL sketch (C++ kll_sketch<float|double>, Java KllFloatsSketch /
-// KllDoublesSketch, compact form, serial versions 1 and 2).
+// KllDoublesSketch; compact form, serial versions 1 and 2, and the
+// updatable form, serial version 3, read only).
 //
 //   offset size field
 //   0      1    preamble ints: 2 (empty or single item), 5 (otherwise)
@@ -20,6 +21,12 @@
 //               capacity(k, L) items; levels[L] = capacity is implied
 //   ..     T    min item, then T max item
 //   ..     T    items[levels[0] .. capacity), level 0 first
+// The updatable form (serial version 3, preamble ints 5) differs from the
+// full compact one in two fields: the levels array holds all L + 1 offsets
+// (levels[L] = capacity written out), and the items are all capacity(k, L)
+// slots, the levels[0] free ones first (their bytes mean nothing). An empty
+// updatable image has n = 0, L = 1, levels {k, k}, NaN min and max and k
+// free slots; Java's direct sketches leave its empty flag clear.
 #pragma once
 
 #include "../../detail/abi.hpp"
@@ -34,6 +41,7 @@ inline constexpr std::uint8_t kll_ds_preamble_short = 2;
 inline constexpr std::uint8_t kll_ds_preamble_full = 5;
 inline constexpr std::uint8_t kll_ds_serial_v1 = 1;
 inline constexpr std::uint8_t kll_ds_serial_v2 = 2;
+inline constexpr std::uint8_t kll_ds_serial_v3 = 3;
 inline constexpr std::uint8_t kll_ds_flag_empty = 1;
 inline constexpr std::uint8_t kll_ds_flag_sorted = 2;
 inline constexpr std::uint8_t kll_ds_flag_single = 4;
