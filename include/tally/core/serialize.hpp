@@ -59,6 +59,7 @@ enum class Family : std::uint8_t {
     kll = 10,
     theta = 11,
     ultraloglog = 12,
+    tuple = 13,  ///< TupleSketch and ArrayOfDoublesSketch
 };
 
 inline constexpr std::uint8_t frame_magic[4] = {'T', 'A', 'L', 'Y'};
