@@ -1,7 +1,7 @@
 // tests/redis_proxy.hpp: a loopback TCP proxy between a Client and a
 // redis-server that injects faults into the server's replies: delay each
-// chunk, trickle one byte per interval, swallow them, or cut a connection in
-// the middle of a reply. One thread, poll() with a 2 ms tick, 127.0.0.1
+// chunk, trickle one byte per interval, swallow them, cut a connection in
+// the middle of a reply, or send one reply twice. One thread, poll() with a 2 ms tick, 127.0.0.1
 // only; the destructor stops and joins it (every wait is bounded).
 #pragma once
 
@@ -35,6 +35,7 @@ class FaultProxy {
         trickle,    ///< one byte of the replies per `interval`
         swallow,    ///< forward requests, drop the replies
         cut_reply,  ///< forward half of the next reply chunk, then close
+        duplicate,  ///< forward the next reply chunk twice (the copy `interval` later), then pass
     };
 
     explicit FaultProxy(int upstream_port) : upstream_(upstream_port) {
@@ -72,6 +73,11 @@ class FaultProxy {
     }
     /// Connections accepted so far.
     [[nodiscard]] int accepted() const noexcept { return accepted_.load(); }
+    /// Reply chunks duplicated so far (Mode::duplicate).
+    [[nodiscard]] int duplicated() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return duplicated_;
+    }
 
   private:
     using Clock = std::chrono::steady_clock;
@@ -184,6 +190,14 @@ class FaultProxy {
                             break;
                         case Mode::swallow:
                             break;
+                        case Mode::duplicate: {
+                            p.to_client.push_back({now, chunk});
+                            p.to_client.push_back({now + interval, std::move(chunk)});
+                            std::lock_guard<std::mutex> lock(mu_);
+                            mode_ = mode = Mode::pass;
+                            ++duplicated_;
+                            break;
+                        }
                         case Mode::cut_reply:
                             chunk.resize(std::max<std::size_t>(1, chunk.size() / 2));
                             p.to_client.push_back({now, std::move(chunk)});
@@ -213,6 +227,7 @@ class FaultProxy {
     std::atomic<int> accepted_{0};
     std::mutex mu_;
     Mode mode_ = Mode::pass;
+    int duplicated_ = 0;
     std::chrono::milliseconds interval_{0};
     std::vector<Pair> pairs_;
     std::thread thread_;

@@ -417,11 +417,17 @@ class Client {
                 n.last_used = Clock::now();
                 n.work.notify_one();
                 n.ready.wait_until(lock, d, [&] { return !n.idle.empty() || (n.failing && !n.opening); });
-                if (n.idle.empty())
-                    error = n.failing ? n.failure
-                                      : "connecting to " + n.where + " did not finish within connect_timeout (" +
-                                            std::to_string(opt.connect_timeout.count()) +
-                                            " ms); it goes on in the background";
+                if (!n.idle.empty()) continue;
+                take_resolution(n);
+                const std::string budget = std::to_string(opt.connect_timeout.count()) + " ms";
+                if (n.addrs.empty() && n.resolving)
+                    error = "resolving " + n.host + " took longer than connect_timeout (" + budget +
+                            "); it goes on in the background";
+                else if (n.failing)
+                    error = n.failure;
+                else
+                    error = "connecting to " + n.where + " did not finish within connect_timeout (" + budget +
+                            "); it goes on in the background";
             }
         }
 
@@ -580,6 +586,9 @@ class Client {
             if (opt.database != 0 && !expect_ok(c, d, n.where, "SELECT")) return false;
             Reply r;
             if (!c.read(d, n.where, r)) return false;
+            if (r.type == Reply::Type::error && r.str.rfind("NOAUTH", 0) == 0)
+                return c.fail(n.where + " requires authentication (" + r.str +
+                              "): set Options::password (and Options::user for an ACL user)");
             if (!apply_policy(n, r)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
             if (known) {
                 if (!c.read(d, n.where, r)) return false;
@@ -670,14 +679,16 @@ class Client {
                 Late l = std::move(n.late.front());
                 n.late.erase(n.late.begin());
                 lock.unlock();
-                l.conn->timed_out = false;
                 bool ok = true;
                 while (ok && l.conn->owed > 0) {
+                    // In slices, so a closing Client is not held up.
+                    l.conn->timed_out = false;
                     Reply r;
-                    ok = l.conn->read(std::min(l.until, Clock::now() + std::chrono::milliseconds(20)), n.where, r) ||
-                         (l.conn->alive() && Clock::now() < l.until && !stopping_now() &&
-                          !(l.conn->timed_out = false));
+                    if (l.conn->read(std::min(l.until, Clock::now() + std::chrono::milliseconds(20)), n.where, r))
+                        continue;
+                    ok = l.conn->alive() && Clock::now() < l.until && !stopping_now();
                 }
+                l.conn->timed_out = false;
                 ok = ok && l.conn->in_step();
                 lock.lock();
                 if (ok) {
