@@ -1,6 +1,7 @@
-// DataSketches compact theta images (serial versions 1-4): any bytes must
-// decode or raise FormatError; a decoded sketch exports both image versions
-// and reads them back to the same hashes, theta and estimate.
+// DataSketches theta images (compact, serial versions 1-4, and Java's update
+// sketch image, family 2): any bytes must decode or raise FormatError; a
+// decoded sketch exports both compact versions and reads them back to the
+// same hashes, theta and estimate.
 #include <tally/sketch/theta.hpp>
 
 #include <span>

@@ -430,7 +430,7 @@ TEST_CASE("ThetaSketch: bad DataSketches bytes raise FormatError", "[theta][data
     bad[6] ^= std::byte{1};  // seed hash
     CHECK_THROWS_WITH(ThetaSketch::from_datasketches(bad), Catch::Contains("seed hash"));
     bad = good;
-    bad[2] = std::byte{2};  // an update sketch, not compact
+    bad[2] = std::byte{1};  // an Alpha sketch (update images, type 2, are read: test_theta_datasketches_java.cpp)
     CHECK_THROWS_WITH(ThetaSketch::from_datasketches(bad), Catch::Contains("sketch type"));
     bad = good;
     bad[1] = std::byte{5};

@@ -15,6 +15,7 @@
 //             ascending hashes (the first from 0), each in `bits` bits,
 //             most significant bit first, packed without gaps.
 //
+// Java's UpdateSketch image (family 2) is read too: ds_theta_decode_update.
 // Serial versions 1 and 2 (older Java) are read too: v1 has 3 preamble longs
 // (count at byte 8, theta at 16) and no seed hash; v2 has the seed hash and
 // 1, 2 or 3 preamble longs like v3, without flags.
@@ -43,6 +44,7 @@ namespace detail {
 
 inline constexpr std::uint16_t ds_theta_seed_hash = 0x93cc;  // DataSketches' default seed 9001
 inline constexpr std::uint8_t ds_theta_type_compact = 3;
+inline constexpr std::uint8_t ds_theta_type_quickselect = 2;  // Java's UpdateSketch
 inline constexpr std::uint8_t ds_theta_flag_big_endian = 1;
 inline constexpr std::uint8_t ds_theta_flag_read_only = 2;
 inline constexpr std::uint8_t ds_theta_flag_empty = 4;
@@ -173,15 +175,68 @@ inline void ds_theta_read_hashes(std::span<const std::byte> b, std::size_t at, s
     for (std::size_t i = 0; i < img.hashes.size(); ++i) img.hashes[i] = ds_theta_get_le(b, at + 8 * i, 8);
 }
 
-/// Decodes a compact theta image of serial version 1-4; every length, the
-/// sketch type, the seed hash and each hash are checked (FormatError).
+/// Decodes Java's UpdateSketch image (family 2, QuickSelect, serial version
+/// 3: what UpdateSketch.toByteArray() writes and a direct sketch holds):
+///   byte 0    bits 0-5 preamble longs (3), bits 6-7 lg resize factor (any)
+///   byte 1    serial version 3;  byte 2  family 2
+///   byte 3    lg nominal entries lg_k (4..26)
+///   byte 4    lg table size (5..lg_k + 1)
+///   byte 5    flags: only 4 (empty) may be set
+///   byte 6-7  seed hash
+///   8         u32 retained count;  12  f32 p (0, 1];  16  u64 theta
+///   24        the hash table: 2^(lg table size) u64 slots, 0 when free
+/// The retained hashes are the non-zero slots, exactly `count` of them, each
+/// below theta once; the image is exactly 24 + 8 * 2^(lg table size) bytes.
+inline DsThetaImage ds_theta_decode_update(std::span<const std::byte> b) {
+    const auto u8 = [&](std::size_t at) { return std::to_integer<std::uint8_t>(b[at]); };
+    if (b.size() < 24) ds_theta_need_size(b, 24, "update sketch preamble");
+    if ((u8(0) & 0x3f) != 3)
+        ds_theta_fail("preamble longs " + std::to_string(u8(0) & 0x3f) + " of an update sketch is not 3");
+    if (u8(1) != 3) ds_theta_fail("serial version " + std::to_string(u8(1)) + " of an update sketch is not 3");
+    const int lg_nom = u8(3);
+    const int lg_arr = u8(4);
+    if (lg_nom < 4 || lg_nom > 26) ds_theta_fail("lg nominal entries " + std::to_string(lg_nom) + " is out of range [4, 26]");
+    if (lg_arr < 5 || lg_arr > lg_nom + 1)
+        ds_theta_fail("lg table size " + std::to_string(lg_arr) + " is out of range [5, " + std::to_string(lg_nom + 1) + "]");
+    const std::uint8_t flags = u8(5);
+    if (flags & ~ds_theta_flag_empty)
+        ds_theta_fail("flags " + std::to_string(flags) + " of an update sketch (only 4, empty, may be set)");
+    ds_theta_check_seed(static_cast<std::uint16_t>(ds_theta_get_le(b, 6, 2)));
+    const std::size_t slots = std::size_t{1} << lg_arr;
+    ds_theta_need_size(b, 24 + 8 * slots, "update sketch image");
+    const std::uint64_t count = ds_theta_get_le(b, 8, 4);
+    const float p = std::bit_cast<float>(static_cast<std::uint32_t>(ds_theta_get_le(b, 12, 4)));
+    if (!(p > 0.0f && p <= 1.0f)) ds_theta_fail("sampling probability p is not in (0, 1]");
+    DsThetaImage img;
+    img.theta = ds_theta_get_le(b, 16, 8);
+    img.hashes.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(count, slots)));
+    for (std::size_t i = 0; i < slots; ++i) {
+        const std::uint64_t v = ds_theta_get_le(b, 24 + 8 * i, 8);
+        if (v != 0) img.hashes.push_back(v);
+    }
+    if (img.hashes.size() != count)
+        ds_theta_fail("retained count " + std::to_string(count) + " where the table holds " +
+                      std::to_string(img.hashes.size()) + " hashes");
+    if (flags & ds_theta_flag_empty) {
+        if (count != 0) ds_theta_fail("an empty update sketch holds " + std::to_string(count) + " hashes");
+        return DsThetaImage{};  // DataSketches' compact form of it has theta = 1
+    }
+    img.empty = false;
+    ds_theta_check_hashes(img, false);
+    return img;
+}
+
+/// Decodes a compact theta image of serial version 1-4, or Java's update
+/// sketch image (ds_theta_decode_update); every length, the sketch type, the
+/// seed hash and each hash are checked (FormatError).
 inline DsThetaImage ds_theta_decode(std::span<const std::byte> b) {
     if (b.size() < 8) ds_theta_fail("image of " + std::to_string(b.size()) + " bytes is shorter than its 8-byte preamble");
     const auto u8 = [&](std::size_t at) { return std::to_integer<std::uint8_t>(b[at]); };
+    if (u8(2) == ds_theta_type_quickselect) return ds_theta_decode_update(b);
     const int pre_longs = u8(0);
     const int version = u8(1);
     if (u8(2) != ds_theta_type_compact)
-        ds_theta_fail("sketch type " + std::to_string(u8(2)) + " is not 3 (compact theta sketch)");
+        ds_theta_fail("sketch type " + std::to_string(u8(2)) + " is not 3 (compact theta sketch) or 2 (update sketch)");
     DsThetaImage img;
     const auto seed_hash = static_cast<std::uint16_t>(ds_theta_get_le(b, 6, 2));
     if (version == 3 || version == 4) {
