@@ -436,7 +436,6 @@ TEST_CASE("ConcurrencyLimiter: samples reach the algorithm exactly as on_sample 
         REQUIRE(lim.inflight() == static_cast<int>(held.size()));
     }
     CHECK(lim.algorithm().estimated_limit() == oracle.estimated_limit());
-    CHECK(lim.samples_lost() == 0);
 }
 
 TEST_CASE("ConcurrencyLimiter: a lowered limit admits nobody until enough permits return", "[concurrency]") {

@@ -428,9 +428,9 @@ class ConcurrencyPermit {
 /// enough permits come back). Cost: try_acquire is one compare-exchange;
 /// ignore() one fetch_sub; success/dropped one compare-exchange plus, to fold
 /// the sample into the algorithm, one more that publishes the new limit. The
-/// fold is lock-free for acquirers: a releaser that finds another folding
-/// queues its sample and leaves (docs/concurrency.md; samples_lost() counts
-/// those that found the 64-entry queue full). acquire_until waits, oldest or
+/// fold never delays an acquire: a releaser that finds another folding
+/// queues its sample and leaves, and every sample is applied, in some order
+/// (docs/concurrency.md). acquire_until waits, oldest or
 /// newest waiter first (WaitOrder), never past its deadline. Memory: about
 /// 3 KiB. Thread safety: all calls are thread-safe.
 ///
@@ -469,8 +469,6 @@ class ConcurrencyLimiter {
     [[nodiscard]] int inflight() const noexcept { return core_.inflight(); }
     /// Callers blocked in acquire_until.
     [[nodiscard]] int waiters() const noexcept { return core_.waiters(); }
-    /// Samples dropped because the fold queue was full.
-    [[nodiscard]] std::uint64_t samples_lost() const noexcept { return core_.samples_lost(); }
     /// A copy of the algorithm's state, every finished sample applied.
     [[nodiscard]] Algorithm algorithm() noexcept { return core_.algorithm(); }
 
@@ -539,7 +537,6 @@ class PartitionedConcurrencyLimiter {
     }
     [[nodiscard]] int limit() const noexcept { return core_.limit(); }
     [[nodiscard]] int inflight() const noexcept { return core_.inflight(); }
-    [[nodiscard]] std::uint64_t samples_lost() const noexcept { return core_.samples_lost(); }
     [[nodiscard]] Algorithm algorithm() noexcept { return core_.algorithm(); }
 
   private:

@@ -19,8 +19,9 @@
 //   without seeing it; if the holder unlocked first, the compare-exchange
 //   fails, the releaser sees the word unlocked and drains the queue itself.
 //   An acquire never waits: it only retries its compare-exchange when the
-//   word changed. A sample that finds the queue full (the holder descheduled
-//   while 64 others finished) is counted in samples_lost() and dropped.
+//   word changed. A releaser that finds the queue full (the holder was
+//   descheduled while 64 others finished) yields until there is room or the
+//   lock is free: no sample is ever lost, and only releases can wait.
 //
 // Waiting (acquire_until) registers in a mutex-guarded list of waiters, each
 // with its own condition variable; a release reads the waiter count (one
@@ -163,8 +164,10 @@ class ConcurrencyCore {
                         break;
                     }
                 } else if (!queued) {
-                    if (!ring_.push(s)) lost_.fetch_add(1, std::memory_order_relaxed);
-                    queued = true;
+                    // A full queue means the holder was descheduled: this
+                    // release (never an acquire) waits for room or the lock.
+                    if (ring_.push(s)) queued = true;
+                    else std::this_thread::yield();
                     w = word_.load(std::memory_order_relaxed);
                 } else if (word_.compare_exchange_weak(w, (w - 1) | pending, std::memory_order_seq_cst,
                                                        std::memory_order_relaxed)) {
@@ -179,7 +182,6 @@ class ConcurrencyCore {
     [[nodiscard]] int inflight() const noexcept {
         return static_cast<int>(word_.load(std::memory_order_relaxed) & count_mask);
     }
-    [[nodiscard]] std::uint64_t samples_lost() const noexcept { return lost_.load(std::memory_order_relaxed); }
 
     // A copy of the algorithm, taken under the lock (queued samples applied).
     [[nodiscard]] Algorithm algorithm() noexcept {
@@ -286,7 +288,6 @@ class ConcurrencyCore {
 
     alignas(false_sharing_size) std::atomic<std::uint64_t> word_{0};
     alignas(false_sharing_size) Algorithm alg_;
-    std::atomic<std::uint64_t> lost_{0};
     SampleRing ring_;
     alignas(false_sharing_size) std::atomic<int> waiters_{0};
     WaitOrder order_;
