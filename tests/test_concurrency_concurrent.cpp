@@ -19,6 +19,9 @@ namespace {
 
 // The limit cycles 1..max as samples arrive, so grants race with changes.
 struct Cycling {
+    struct Options {};
+    Cycling() = default;
+    explicit Cycling(Options) {}
     static constexpr int max = 16;
     std::uint64_t samples = 0;
     std::uint64_t drops = 0;

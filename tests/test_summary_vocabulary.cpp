@@ -134,6 +134,51 @@ TEST_CASE("every summary answers total, empty, memory_bytes and clear alike", "[
     check_observers(tally::Windowed<tally::TDigest, 4>(1000, tally::TDigest()), [](auto& s) { s.add(1500, 2.5); });
 }
 
+namespace {
+// The limiters' ideas, one name each: allow(now) -> bool is "may this one
+// go", try_acquire(now) the attempt whose result converts to bool, limit()
+// how many may be in flight or pass; Netflix's Java spellings stay out.
+template <class L>
+concept Allows = requires(L& l, std::uint64_t now) { { l.allow(now) } -> std::same_as<bool>; };
+template <class L>
+concept TriesAcquire = requires(L& l, std::uint64_t now) { static_cast<bool>(l.try_acquire(now)); };
+template <class L>
+concept HasLimit = requires(const L& l) { { l.limit() } -> std::same_as<int>; };
+template <class L>
+concept JavaNames = requires(L& l) { l.acquire(); } || requires(const L& l) { l.getLimit(); } ||
+                    requires(const L& l) { l.get_limit(); } || requires(L& l) { l.onSample(0, 0, 0, false); };
+template <class P>
+concept PermitVerdicts = requires(P& p, std::uint64_t now) {
+    p.success(now);
+    p.dropped(now);
+    p.ignore();
+} && !std::copy_constructible<P> && std::move_constructible<P>;
+}  // namespace
+
+TEST_CASE("concurrency limits share the limiters' names", "[summary][vocabulary]") {
+    STATIC_REQUIRE((Allows<tally::Gcra> && TriesAcquire<tally::Gcra>));
+    STATIC_REQUIRE((Allows<tally::AdaptiveThrottle> && !TriesAcquire<tally::AdaptiveThrottle>));
+    using CL = tally::ConcurrencyLimiter<tally::Gradient2>;
+    using PL = tally::PartitionedConcurrencyLimiter<tally::Vegas>;
+    STATIC_REQUIRE((TriesAcquire<CL> && HasLimit<CL> && !JavaNames<CL> && PermitVerdicts<CL::Permit>));
+    STATIC_REQUIRE((HasLimit<PL> && !JavaNames<PL> && PermitVerdicts<PL::Permit>));
+    STATIC_REQUIRE((tally::ConcurrencyAlgorithm<tally::Aimd> && tally::ConcurrencyAlgorithm<tally::Vegas> &&
+                    tally::ConcurrencyAlgorithm<tally::Gradient2> && tally::ConcurrencyAlgorithm<tally::FixedConcurrency>));
+    STATIC_REQUIRE((HasLimit<tally::Aimd> && !JavaNames<tally::Aimd> && !JavaNames<tally::Gradient2>));
+    STATIC_REQUIRE(!std::is_convertible_v<tally::Vegas::Options, tally::Vegas>);  // explicit X(Options)
+
+    // ...and the names mean their ideas.
+    CL lim(tally::Gradient2({.initial_limit = 1, .min_limit = 1}));
+    CHECK(lim.limit() == 1);
+    auto p = lim.try_acquire(0);
+    CHECK(static_cast<bool>(p));
+    CHECK_FALSE(static_cast<bool>(lim.try_acquire(0)));
+    p.ignore();
+    CHECK(lim.inflight() == 0);
+    tally::AdaptiveThrottle th;
+    CHECK(th.allow(0));
+}
+
 TEST_CASE("Windowed::total is the weight its ring holds", "[summary]") {
     tally::Windowed<tally::CountMin<>, 4> w(1000, tally::CountMin<>(64, 4));
     w.add(0, std::uint64_t{1}, 3u);

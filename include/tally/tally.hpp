@@ -17,6 +17,8 @@
 #include "window/windowed.hpp"
 
 #include "limit/acquire_all.hpp"
+#include "limit/adaptive_throttle.hpp"
+#include "limit/concurrency.hpp"
 #include "limit/decision.hpp"
 #include "limit/dry_run.hpp"
 #include "limit/fixed_window.hpp"

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cmath>
 #include <condition_variable>
 #include <cstddef>
@@ -30,6 +31,16 @@
 #include "detail/java_math.hpp"
 
 TALLY_BEGIN_NAMESPACE
+
+/// What ConcurrencyLimiter folds samples into: constructible from its
+/// Options, on_sample(start_ns, rtt_ns, inflight, dropped) returning the new
+/// limit, and limit().
+template <class A>
+concept ConcurrencyAlgorithm = std::copy_constructible<A> && std::constructible_from<A, typename A::Options> &&
+                               requires(A& a, const A& ca, std::uint64_t t, int n, bool d) {
+                                   { a.on_sample(t, t, n, d) } noexcept -> std::same_as<int>;
+                                   { ca.limit() } noexcept -> std::same_as<int>;
+                               };
 
 /// Aimd::Options: the fields and defaults of Netflix's builder.
 struct AimdOptions {
@@ -439,7 +450,7 @@ class ConcurrencyPermit {
 ///       bool ok = call_backend();
 ///       ok ? permit.success(tally::SteadyClock::now_ns()) : permit.dropped(tally::SteadyClock::now_ns());
 ///   } else reply_503();
-template <class Algorithm>
+template <ConcurrencyAlgorithm Algorithm>
 class ConcurrencyLimiter {
   public:
     using Permit = ConcurrencyPermit<ConcurrencyLimiter>;
@@ -494,7 +505,7 @@ class ConcurrencyLimiter {
 ///
 ///   tally::PartitionedConcurrencyLimiter<tally::Vegas> lim({0.9, 0.1});
 ///   auto permit = lim.try_acquire(is_batch ? 1 : 0, now_ns);
-template <class Algorithm>
+template <ConcurrencyAlgorithm Algorithm>
 class PartitionedConcurrencyLimiter {
   public:
     using Permit = ConcurrencyPermit<PartitionedConcurrencyLimiter>;
