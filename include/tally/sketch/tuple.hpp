@@ -490,7 +490,10 @@ S tuple_union_of(std::size_t m, Get get, int lg_k) {
     S r = TupleAccess::like(get(0), lg_k);
     auto& t = TupleAccess::table(r);
     const auto rows = TupleAccess::union_rows(get(0));
-    for (std::size_t i = 0; i < m; ++i) t.fold(TupleAccess::table(get(i)), rows);
+    std::size_t i = 0;
+    if (get(0).lg_k() == lg_k) t = TupleAccess::table(get(i++));  // a copy costs less than a fold into nothing
+    for (; i < m; ++i) t.fold(TupleAccess::table(get(i)), rows);
+    if (t.count > t.k()) t.trim_to_k();
     return r;
 }
 

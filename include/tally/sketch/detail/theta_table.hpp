@@ -91,20 +91,40 @@ void theta_erase_at(std::uint64_t* slots, std::size_t mask, std::size_t i, Moved
     slots[i] = 0;
 }
 
-/// The union rule's trim of a table of `count` (> k) hashes in [1, theta):
-/// finds the (k+1)-th smallest t, erases every hash >= t (count - k of
-/// them) and returns t. Only the hashes above a cutoff that the uniform
-/// spread of hashes puts just below t are selected from, so a trim costs a
-/// scan and a small selection rather than a sort and a new table.
-template <class Moved>
-std::uint64_t theta_trim_table(std::vector<std::uint64_t>& slots, std::uint32_t count, std::uint64_t theta,
-                               std::size_t k, std::vector<std::uint64_t>& buf, Moved moved) {
+/// The union rule's cut of a table of `count` (> k) hashes in [1, theta):
+/// the (k+1)-th smallest hash t. Only the hashes on one side of a cutoff
+/// that the uniform spread of hashes puts just past t are selected from
+/// (above it when fewer than k are to go, else below), so a cut costs a scan
+/// and a small selection rather than a sort. With `above`, the hashes >= t
+/// are selected from above, and on return buf[first, end) holds them (t
+/// first); otherwise first == end.
+struct ThetaCut {
+    std::uint64_t t;
+    std::size_t first, end;
+};
+inline ThetaCut theta_find_cut(const std::vector<std::uint64_t>& slots, std::uint32_t count, std::uint64_t theta,
+                               std::size_t k, std::vector<std::uint64_t>& buf, bool above = true) {
     const std::size_t excess = count - k;
+    const double slack = 4.0 * std::sqrt(static_cast<double>(k)) + 16.0;
     buf.resize(slots.size());
-    const double below = (static_cast<double>(k) - 4.0 * std::sqrt(static_cast<double>(k)) - 16.0) /
-                         static_cast<double>(count);
-    std::uint64_t cut = below > 0 ? static_cast<std::uint64_t>(below * static_cast<double>(theta)) : 0;
     std::size_t m = 0;
+    if (!above && excess > k) {
+        // from below: the k + 1 smallest lie under about (k + slack) / count of theta
+        const double frac = (static_cast<double>(k) + slack) / static_cast<double>(count);
+        std::uint64_t cut = frac < 1 ? static_cast<std::uint64_t>(frac * static_cast<double>(theta)) : theta;
+        for (;;) {
+            m = 0;
+            for (const std::uint64_t v : slots)
+                if (v - 1 < cut - 1) buf[m++] = v;  // 0 < v < cut
+            if (m > k) break;
+            cut = theta;  // the spread was unlucky: select from all
+        }
+        std::nth_element(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(k),
+                         buf.begin() + static_cast<std::ptrdiff_t>(m));
+        return {buf[k], 0, 0};
+    }
+    const double below = (static_cast<double>(k) - slack) / static_cast<double>(count);
+    std::uint64_t cut = below > 0 ? static_cast<std::uint64_t>(below * static_cast<double>(theta)) : 0;
     for (;;) {
         m = 0;
         for (const std::uint64_t v : slots)
@@ -115,11 +135,19 @@ std::uint64_t theta_trim_table(std::vector<std::uint64_t>& slots, std::uint32_t 
     const std::size_t idx = k - (count - m);  // t's rank among the selected
     std::nth_element(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(idx),
                      buf.begin() + static_cast<std::ptrdiff_t>(m));
-    const std::uint64_t t = buf[idx];
+    return {buf[idx], idx, m};
+}
+
+/// The union rule's trim of a table at most about half full: erases the
+/// hashes >= the cut (count - k of them) and returns the new theta.
+template <class Moved>
+std::uint64_t theta_trim_table(std::vector<std::uint64_t>& slots, std::uint32_t count, std::uint64_t theta,
+                               std::size_t k, std::vector<std::uint64_t>& buf, Moved moved) {
+    const ThetaCut c = theta_find_cut(slots, count, theta, k, buf);
     const std::size_t mask = slots.size() - 1;
-    for (std::size_t j = idx; j < m; ++j)
+    for (std::size_t j = c.first; j < c.end; ++j)
         theta_erase_at(slots.data(), mask, theta_probe(slots.data(), mask, buf[j]), moved);
-    return t;
+    return c.t;
 }
 
 /// Appends the hashes of `slots` below `theta` (and not 0) to out[n...];

@@ -29,6 +29,24 @@ namespace detail {
 
 template <class V>
 struct TupleTable {
+    // The spare arrays of rehash, per thread and value type; kept up to
+    // keep_bytes.
+    struct TupleSpare {
+        static constexpr std::size_t keep_bytes = std::size_t{2} << 20;
+        std::vector<std::uint64_t> slots;
+        std::vector<V> vals;
+        void trim() noexcept {
+            if (slots.capacity() * sizeof(std::uint64_t) + vals.capacity() * sizeof(V) > keep_bytes) {
+                std::vector<std::uint64_t>().swap(slots);
+                std::vector<V>().swap(vals);
+            }
+        }
+    };
+    static TupleSpare& tuple_spare() noexcept {
+        thread_local TupleSpare spare;
+        return spare;
+    }
+
     std::vector<std::uint64_t> slots;  // empty until the first hash is kept
     std::vector<V> vals;
     std::uint64_t theta = theta_max;
@@ -63,24 +81,29 @@ struct TupleTable {
         nonempty = false;
     }
 
-    // A table of 2^lg slots holding the rows of `from` that are below
-    // `below` (allocation failure terminates in the noexcept callers, as any
-    // add that must grow its table does).
+    // A table of 2^lg slots holding this table's rows below `below`
+    // (allocation failure terminates in the noexcept callers, as any add
+    // that must grow its table does). The new arrays come from this thread's
+    // spare pair and the old ones go back to it, so merges in a loop reuse
+    // memory the allocator would otherwise map and fault in afresh.
     void rehash(int lg, std::uint64_t below) {
-        std::vector<std::uint64_t> ns(std::size_t{1} << lg, 0);
-        std::vector<V> nv(ns.size() * width);
-        const std::size_t mask = ns.size() - 1;
+        TupleSpare& sp = tuple_spare();
+        const std::size_t size = std::size_t{1} << lg;
+        sp.slots.assign(size, 0);
+        if (sp.vals.size() < size * width) sp.vals.resize(size * width);  // rows are written whole on insert
+        const std::size_t mask = size - 1;
         std::uint32_t n = 0;
         for (std::size_t i = 0; i < slots.size(); ++i) {
             const std::uint64_t h = slots[i];
             if (h == 0 || h >= below) continue;
-            const std::size_t j = theta_probe(ns.data(), mask, h);
-            ns[j] = h;
-            std::copy(row(i), row(i) + width, nv.data() + j * width);
+            const std::size_t j = theta_probe(sp.slots.data(), mask, h);
+            sp.slots[j] = h;
+            std::copy(row(i), row(i) + width, sp.vals.data() + j * width);
             ++n;
         }
-        slots.swap(ns);
-        vals.swap(nv);
+        slots.swap(sp.slots);
+        vals.swap(sp.vals);
+        sp.trim();
         lg_size = static_cast<std::uint8_t>(lg);
         capacity = theta_capacity(lg, lg_k);
         count = n;
@@ -94,15 +117,24 @@ struct TupleTable {
         trim_to_k();
     }
 
-    // The union rule's trim: the k smallest kept, theta the (k+1)-th.
+    // The union rule's trim: the k smallest kept, theta the (k+1)-th. A
+    // table past 3/4 full, or with many to drop, is rebuilt below the cut
+    // (erasing from long clusters costs more); else they are erased in place.
     void trim_to_k() noexcept {
         std::vector<std::uint64_t>& buf = theta_scratch().pool;
-        V* const v = vals.data();
-        const std::size_t w = width;
-        theta = theta_trim_table(slots, count, theta, k(), buf, [v, w](std::size_t from, std::size_t to) {
-            std::copy(v + from * w, v + (from + 1) * w, v + to * w);
-        });
-        count = static_cast<std::uint32_t>(k());
+        const std::size_t excess = count - k();
+        if (4 * std::size_t{count} > 3 * slots.size() || 2 * excess > k()) {
+            theta = theta_find_cut(slots, count, theta, k(), buf, false).t;
+            rehash(lg_k + 1, theta);
+        } else {
+            V* const v = vals.data();
+            const std::size_t w = width;
+            theta = theta_trim_table(slots, count, theta, k(), buf, [v, w](std::size_t from, std::size_t to) {
+                std::copy(v + from * w, v + (from + 1) * w, v + to * w);
+            });
+            count = static_cast<std::uint32_t>(k());
+            if (lg_size > lg_k + 1) rehash(lg_k + 1, theta);
+        }
         theta_scratch().trim();
     }
 
@@ -155,9 +187,22 @@ struct TupleTable {
         total += other.total;
         if (other.empty()) return;
         nonempty = true;
+        bool purge = false;  // own hashes at or above the new theta must go
         if (other.theta < theta) {
             theta = other.theta;
-            if (!slots.empty()) rehash(theta_lg_size_for(count, lg_k), theta);
+            purge = !slots.empty();
+        }
+        // The other's hashes spread uniformly below its theta: about this many
+        // fall below ours. Room for them up front keeps the table at most 3/4
+        // full (growth steps, rebuilds and long probes on the way cost more
+        // than one larger table; the trim brings it back to 2^(lg_k+1) slots).
+        const double incoming = static_cast<double>(other.count) *
+                                std::min(1.0, static_cast<double>(theta) / static_cast<double>(other.theta));
+        const double want = (4.0 / 3.0) * (static_cast<double>(count) + incoming);
+        if (want > static_cast<double>(slots.size()) || purge) {
+            int lg = std::max<int>(lg_size, theta_start_lg_size(lg_k));
+            while (static_cast<double>(std::size_t{1} << lg) < want && lg < lg_k + 2) ++lg;
+            if (lg != lg_size || slots.empty() || purge) rehash(lg, theta);
         }
         const std::size_t w = width;
         for (std::size_t i = 0; i < other.slots.size(); ++i) {
@@ -170,7 +215,10 @@ struct TupleTable {
                     combine(dst, src);
             });
         }
-        if (count > k()) trim_to_k();
+        if (count > k())
+            trim_to_k();
+        else if (lg_size > lg_k + 1)
+            rehash(lg_k + 1, theta_max + 1);
     }
 
     /// Estimate and bounds as ThetaSketch's.
