@@ -56,7 +56,7 @@ struct AimdOptions {
 /// sets limit = (int)(limit * backoff_ratio); otherwise, if inflight * 2 >=
 /// limit, limit + 1; the result is clamped to [min_limit, max_limit].
 /// Identical to AIMDLimit.onSample + getLimit() on every sample sequence
-/// (tests/fixtures/concurrency). Memory: 32 bytes. Thread safety: none (a
+/// (tests/fixtures/concurrency). Memory: 40 bytes. Thread safety: none (a
 /// value type; ConcurrencyLimiter serializes it).
 ///
 ///   tally::Aimd a({.max_limit = 500});
@@ -130,7 +130,7 @@ struct VegasOptions {
 /// no-load RTT is reset to the current RTT. Identical to VegasLimit.onSample
 /// + getLimit() on every sample sequence (fixtures with probing out of
 /// reach); rtt_ns of 0 or above 2^63 leaves everything unchanged (Java
-/// throws). Memory: 104 bytes. Thread safety: none (a value type).
+/// throws). Memory: 112 bytes. Thread safety: none (a value type).
 ///
 ///   tally::Vegas v({.max_concurrency = 400, .probe_seed = 42});
 ///   int limit = v.on_sample(start_ns, rtt_ns, inflight, false);
@@ -443,7 +443,7 @@ class ConcurrencyPermit {
 /// queues its sample and leaves, and every sample is applied, in some order
 /// (docs/concurrency.md). acquire_until waits, oldest or
 /// newest waiter first (WaitOrder), never past its deadline. Memory: about
-/// 3 KiB. Thread safety: all calls are thread-safe.
+/// 2.5 KiB. Thread safety: all calls are thread-safe.
 ///
 ///   tally::ConcurrencyLimiter<tally::Gradient2> lim;
 ///   if (auto permit = lim.try_acquire(now_ns)) {
@@ -501,7 +501,7 @@ class ConcurrencyLimiter {
 /// limit (the total exceeds it only by shares reclaimed from borrowers, and
 /// falls back as their permits return). An index past the partitions gets
 /// an empty permit. Cost: two atomics more per call than ConcurrencyLimiter.
-/// Memory: about 3 KiB + 128 bytes per partition. Thread safety: all calls.
+/// Memory: about 2.5 KiB + 128 bytes per partition. Thread safety: all calls.
 ///
 ///   tally::PartitionedConcurrencyLimiter<tally::Vegas> lim({0.9, 0.1});
 ///   auto permit = lim.try_acquire(is_batch ? 1 : 0, now_ns);
