@@ -451,7 +451,8 @@ class Client {
         }
         // The addresses to try: the last resolution's (refreshed in the
         // background every 30 s), or a first one waited for until `d`.
-        bool addresses(Node& n, Deadline d, std::vector<Address>& out, std::string& why) {
+        bool addresses(Node& n, Deadline d, std::vector<Address>& out, std::string& why, bool& resolving) {
+            resolving = false;
             std::unique_lock<std::mutex> lock(mu);
             take_resolution(n);
             if (!n.addrs.empty()) {
@@ -467,6 +468,7 @@ class Client {
                 if (Clock::now() >= d || stopping_now()) {
                     why = "resolving " + n.host + " took longer than connect_timeout (" +
                           std::to_string(opt.connect_timeout.count()) + " ms); it goes on in the background";
+                    resolving = true;
                     return false;
                 }
             }
@@ -521,10 +523,10 @@ class Client {
         // connect to the first address that answers, then one pipeline of
         // AUTH, SELECT, CONFIG GET maxmemory-policy and the scripts (SCRIPT
         // EXISTS when their SHA1s are known, SCRIPT LOAD of any missing).
-        std::unique_ptr<Conn> open_ready(Node& n, std::string& why) {
+        std::unique_ptr<Conn> open_ready(Node& n, std::string& why, bool& resolving) {
             const Deadline d = Clock::now() + opt.connect_timeout;
             std::vector<Address> addrs;
-            if (!addresses(n, d, addrs, why)) return nullptr;
+            if (!addresses(n, d, addrs, why, resolving)) return nullptr;
             auto c = std::make_unique<Conn>();
             bool ok = false;
             for (const Address& a : addrs) {
@@ -648,7 +650,8 @@ class Client {
                 n.opening = true;
                 lock.unlock();
                 std::string why;
-                auto c = open_ready(n, why);
+                bool resolving = false;
+                auto c = open_ready(n, why, resolving);
                 lock.lock();
                 n.opening = false;
                 if (c) {
@@ -661,8 +664,12 @@ class Client {
                     n.failing = true;
                     n.failure = why;
                     error = why;
-                    n.backoff = std::clamp(n.backoff * 2, std::chrono::milliseconds(25), std::chrono::milliseconds(1000));
-                    n.next_attempt = Clock::now() + n.backoff;
+                    // A resolution still in flight is waited for again at
+                    // once: its answer is used the moment it comes.
+                    if (!resolving)
+                        n.backoff =
+                            std::clamp(n.backoff * 2, std::chrono::milliseconds(25), std::chrono::milliseconds(1000));
+                    n.next_attempt = resolving ? Clock::now() : Clock::now() + n.backoff;
                 }
                 n.ready.notify_all();
             }
@@ -720,6 +727,15 @@ class Client {
                 }
                 if (n.failing && !n.opening && n.open == 0 && n.next_attempt > d) {
                     why = n.failure;
+                    return nullptr;
+                }
+                take_resolution(n);
+                if (n.open == 0 && n.addrs.empty() && n.resolving) {  // no address to connect to yet
+                    why = "resolving " + n.host + " is still in progress (" +
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             Clock::now() - n.resolving->started)
+                                             .count()) +
+                          " ms so far); calls fail until it answers";
                     return nullptr;
                 }
                 if (Clock::now() >= d) {
