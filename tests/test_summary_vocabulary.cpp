@@ -78,6 +78,9 @@ TEST_CASE("one name per idea", "[summary][vocabulary]") {
     STATIC_REQUIRE(!RetiredIsEmpty<SC>);
     using WTD = tally::Windowed<TD, 4>;
     STATIC_REQUIRE((TriesAdd<WTD, u64, double> && !TriesAdd<tally::Windowed<HLL, 4>, u64, u64>));
+    using AoD = tally::ArrayOfDoublesSketch;  // a distinct count with values: estimate() and the column sums
+    using Tup = tally::TupleSketch<double>;
+    STATIC_REQUIRE((Estimates<AoD> && Estimates<Tup> && !AddsHash<AoD> && !RetiredNames<AoD> && !RetiredNames<Tup>));
 
     // ...and each name means its idea.
     Bloom b(10'000, 0.01);
@@ -126,6 +129,8 @@ TEST_CASE("every summary answers total, empty, memory_bytes and clear alike", "[
     check_observers(tally::WeightedReservoir<std::uint64_t>(8, 1), [](auto& s) { s.add(std::uint64_t{42}, 1.0); });
     check_observers(tally::TDigest(), [](auto& s) { s.add(1.5); });
     check_observers(tally::ThetaSketch(10), [](auto& s) { s.add(std::uint64_t{42}); });
+    check_observers(tally::ArrayOfDoublesSketch(10, 2), [](auto& s) { s.add(std::uint64_t{42}, {1.0, 2.0}); });
+    check_observers(tally::TupleSketch<double>(10), [](auto& s) { s.add(std::uint64_t{42}, 1.0); });
     check_observers(tally::KllSketch<double>(), [](auto& s) { s.add(1.5); });
     check_observers(tally::UltraLogLog(12), [](auto& s) { s.add(std::uint64_t{42}); });
     check_observers(tally::SlidingCounter<std::uint32_t, 8>(1000), [](auto& s) { s.add(5); });

@@ -38,6 +38,7 @@
 #include "sketch/tdigest.hpp"
 #include "sketch/theta.hpp"
 #include "sketch/top_k.hpp"
+#include "sketch/tuple.hpp"
 #include "sketch/ultraloglog.hpp"
 #include "sketch/weighted_reservoir.hpp"
 

@@ -186,6 +186,7 @@ class TupleSketch : public detail::TupleBase<Summary> {
     }
     [[nodiscard]] bool mergeable_with(const TupleSketch& other) const noexcept { return this->lg_k() == other.lg_k(); }
     [[nodiscard]] const Policy& policy() const noexcept { return policy_; }
+    [[nodiscard]] std::size_t memory_bytes() const noexcept { return sizeof(*this) + this->heap_bytes(); }
 
     /// The tally frame (Family::tuple; layout after ArrayOfDoublesSketch).
     /// Summaries are written as their object bytes (trivially copyable only).
@@ -239,6 +240,7 @@ class ArrayOfDoublesSketch : public detail::TupleBase<double> {
         : Base(check(lg_k, num_values), static_cast<std::uint32_t>(num_values)) {}
 
     [[nodiscard]] int num_values() const noexcept { return static_cast<int>(t_.width); }
+    [[nodiscard]] std::size_t memory_bytes() const noexcept { return sizeof(*this) + heap_bytes(); }
 
     /// Counts `item` (hashed as ThetaSketch::add) and adds values[i] to its
     /// column i; values past num_values are ignored, missing ones add 0.

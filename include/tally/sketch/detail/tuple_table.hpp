@@ -313,11 +313,11 @@ class TupleBase {
         return out;
     }
     void clear() noexcept { t_.clear(); }
-    [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        return sizeof(*this) + t_.slots.capacity() * sizeof(std::uint64_t) + t_.vals.capacity() * sizeof(V);
-    }
 
   protected:
+    [[nodiscard]] std::size_t heap_bytes() const noexcept {
+        return t_.slots.capacity() * sizeof(std::uint64_t) + t_.vals.capacity() * sizeof(V);
+    }
     TupleBase() = default;
     TupleBase(int lg_k, std::uint32_t width) : t_(lg_k, width) {}
     TupleTable<V> t_;
