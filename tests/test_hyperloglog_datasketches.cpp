@@ -283,13 +283,27 @@ TEST_CASE("DataSketches: unions (out-of-order) import with Ertl's estimator", "[
     }
 }
 
-TEST_CASE("DataSketches: lg_k outside tally's range is a clear error", "[hyperloglog][datasketches]") {
+TEST_CASE("DataSketches: lg_k 4-21 in mode datasketches, outside it a clear error", "[hyperloglog][datasketches]") {
     const HyperLogLog h18 = HyperLogLog::from_datasketches(read_fixture("int_lgk18_hll8_n10_compact.sk"));
     CHECK(h18 == ds_sketch(18, false, 0, 10));
-    CHECK_THROWS_WITH(HyperLogLog::from_datasketches(read_fixture("int_lgk19_hll8_n10_compact.sk")),
-                      "tally::HyperLogLog::from_datasketches: lg_k 19 is outside tally's precision range [4, 18]");
-    CHECK_THROWS_WITH(HyperLogLog::from_datasketches(read_fixture("int_lgk21_hll8_n10_compact.sk")),
-                      "tally::HyperLogLog::from_datasketches: lg_k 21 is outside tally's precision range [4, 18]");
+    for (const int lg : {19, 21}) {
+        const auto bytes = read_fixture("int_lgk" + std::to_string(lg) + "_hll8_n10_compact.sk");
+        const HyperLogLog h = HyperLogLog::from_datasketches(bytes);
+        CHECK(h.precision() == lg);
+        CHECK(h == ds_sketch(lg, false, 0, 10));
+        CHECK(HyperLogLog::from_datasketches(h.to_datasketches()) == h);  // (coupons in another order)
+        CHECK(HyperLogLog::deserialize(h.serialize()) == h);
+    }
+    // only mode datasketches goes past 18
+    CHECK_NOTHROW(HyperLogLog(21, HyperLogLog::HashMode::datasketches));
+    CHECK_THROWS_WITH(HyperLogLog(22, HyperLogLog::HashMode::datasketches),
+                      "tally::HyperLogLog::HyperLogLog: precision 22 is out of range [4, 21]");
+    CHECK_THROWS_WITH(HyperLogLog(19, HyperLogLog::HashMode::redis),
+                      "tally::HyperLogLog::HyperLogLog: precision 19 is out of range [4, 18]");
+    auto frame = HyperLogLog(19, HyperLogLog::HashMode::datasketches).serialize();
+    CHECK(HyperLogLog::deserialize(frame).precision() == 19);
+    frame[9] = std::byte{0};  // mode tally at precision 19
+    CHECK_THROWS_AS(HyperLogLog::deserialize(frame), tally::FormatError);
     auto bad = read_fixture("int_lgk10_hll8_n10_compact.sk");
     bad[3] = std::byte{22};
     CHECK_THROWS_WITH(HyperLogLog::from_datasketches(bad),

@@ -75,7 +75,8 @@ enum class HllEstimator : std::uint8_t {
 /// 4-byte entry per distinct index of precision p' = 25 (26 in mode
 /// datasketches: DataSketches' coupons), estimated by linear counting, nearly
 /// exact: |estimate - n| <= max(1, 0.002 n) in 99% of sketches up to n = m / 4.
-/// At m / 4 entries (the break-even with 2^p registers) it turns dense.
+/// At m / 4 entries (the break-even with 2^p registers; 2^16 from p = 19) it
+/// turns dense.
 /// Flajolet et al. (AofA 2007) registers with a 64-bit hash. While a sketch has
 /// only seen adds, estimate() is the HIP estimator (Ting, KDD 2014; Cohen,
 /// PODS 2014 / TKDE 2015): unbiased, RSE sqrt(ln 2) / sqrt(m) = 0.83 / sqrt(m)
@@ -89,9 +90,9 @@ enum class HllEstimator : std::uint8_t {
 /// O(log k + k) (a sorted insert), its estimate O(1). Memory: ~330 bytes plus
 /// 4 bytes per sparse entry (at most the 2^p register bytes; 8 entries at
 /// p = 4), or plus 2^p bytes of registers when dense.
-/// p in [4, 18]. Hash modes (HllHashMode) match Redis (to_redis/from_redis)
-/// and Apache DataSketches (to_datasketches/from_datasketches) register for
-/// register. total() counts add calls (of this sketch and of those merged
+/// p in [4, 18] ([4, 21] in mode datasketches). Hash modes (HllHashMode)
+/// match Redis (to_redis/from_redis) and Apache DataSketches
+/// (to_datasketches/from_datasketches) register for register. total() counts add calls (of this sketch and of those merged
 /// into it), not distinct items.
 ///
 /// Thread safety: writers (add, merge, clear) need exclusive access; const
@@ -108,7 +109,14 @@ class HyperLogLog {
     using Estimator = HllEstimator;
 
     static constexpr int min_precision = 4;
+    /// The largest precision in modes tally, redis and postgres (17 there).
     static constexpr int max_precision = 18;
+    /// Mode datasketches goes to 21, as DataSketches' lg_k does.
+    static constexpr int max_datasketches_precision = detail::ds_max_lg_k;
+    static_assert(sizeof(detail::hll_zero_registers) >= std::size_t{1} << max_datasketches_precision);
+    [[nodiscard]] static constexpr int max_precision_of(HashMode mode) noexcept {
+        return mode == HashMode::datasketches ? max_datasketches_precision : max_precision;
+    }
     static constexpr int redis_precision = detail::redis_hll_p;
     /// 1 / (2 ln 2), the limit of alpha_m as m grows (Ertl's alpha_inf).
     static constexpr double alpha_inf = 0.721347520444481703680;
@@ -116,7 +124,8 @@ class HyperLogLog {
     /// still decode.
     static constexpr std::uint8_t format_version = 3;
 
-    /// The empty sketch. Throws std::invalid_argument unless 4 <= precision <= 18.
+    /// The empty sketch. Throws std::invalid_argument unless 4 <= precision <=
+    /// 18 (21 in mode datasketches; 17 in mode postgres).
     explicit HyperLogLog(int precision = 12, HashMode mode = HashMode::tally);
     /// Copies never wait and never force the lazy parts (a pending histogram
     /// stays pending, pending sparse registers are copied sparse).
@@ -276,11 +285,11 @@ class HyperLogLog {
     [[nodiscard]] std::vector<std::byte> to_datasketches(DataSketchesHll type = DataSketchesHll::hll_8) const;
 
     /// Reads any HllSketch image DataSketches writes (LIST, SET or HLL mode;
-    /// HLL_4, HLL_6 or HLL_8; compact or updatable) with lg_k in [4, 18] into
+    /// HLL_4, HLL_6 or HLL_8; compact or updatable) with lg_k in [4, 21] into
     /// a HashMode::datasketches sketch. LIST/SET coupons become sparse entries
     /// (estimator linear_counting; dense past m / 4); an HLL image keeps its HIP state unless its
     /// out-of-order flag is set (estimator ertl). Throws tally::FormatError
-    /// on malformed bytes and on lg_k outside [4, 18].
+    /// on malformed bytes and on lg_k outside [4, 21].
     [[nodiscard]] static HyperLogLog from_datasketches(std::span<const std::byte> bytes);
 
     // ---- PostgreSQL hll interop (docs/postgres.md) --------------------------
@@ -314,7 +323,7 @@ class HyperLogLog {
         add_hash(redis_hash_of(item));
     }
 
-    static int check_precision(int precision, const char* who);
+    static int check_precision(int precision, HashMode mode, const char* who);
     static constexpr int max_rank(int p, HashMode mode) noexcept {
         return mode == HashMode::datasketches ? detail::ds_hll_max_rank : 64 - p + 1;
     }

@@ -51,8 +51,9 @@ template <class T>
 concept HllByteString = std::is_convertible_v<const T&, std::string_view>;
 
 // All-zero registers for a sketch whose register array is not allocated yet
-// (zero-initialized, so it costs address space, not memory).
-inline std::uint8_t hll_zero_registers[std::size_t{1} << 18] = {};
+// (zero-initialized, so it costs address space, not memory): 2^21, the
+// largest precision (mode datasketches).
+inline std::uint8_t hll_zero_registers[std::size_t{1} << 21] = {};
 
 }  // namespace detail
 

@@ -10,7 +10,7 @@ TALLY_BEGIN_NAMESPACE
 // ---- construction ----------------------------------------------------------
 
 inline HyperLogLog::HyperLogLog(int precision, HashMode mode)
-    : p_(check_precision(precision, "tally::HyperLogLog::HyperLogLog")),
+    : p_(check_precision(precision, mode, "tally::HyperLogLog::HyperLogLog")),
       mode_(mode),
       pg_regwidth_(mode == HashMode::postgres ? 5 : 0) {
     if (mode == HashMode::postgres)
@@ -409,10 +409,14 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
     ByteReader r(bytes);
     const std::uint8_t version = r.header(Family::hyperloglog, format_version);
     const int p = r.u8();
-    if (p < min_precision || p > max_precision)
-        detail::throw_format_error(
-            detail::out_of_range_message("tally::HyperLogLog::deserialize", "precision", p, 4, 18));
+    if (p < min_precision || p > max_datasketches_precision)
+        detail::throw_format_error(detail::out_of_range_message("tally::HyperLogLog::deserialize", "precision", p, 4,
+                                                                max_datasketches_precision));
     const std::uint8_t mode = r.u8();
+    // 19-21 only in mode datasketches (2)
+    if (p > max_precision && mode != 2)
+        detail::throw_format_error(
+            detail::out_of_range_message("tally::HyperLogLog::deserialize", "precision", p, 4, max_precision));
     // Mode postgres (3, version 3) carries its regwidth 1..7 in the high nibble.
     const int regwidth = mode >> 4;
     format_check(mode <= 2 ? (version >= 2 || mode <= 1)
@@ -660,7 +664,7 @@ inline std::vector<std::byte> HyperLogLog::to_datasketches(DataSketchesHll type)
 }
 
 inline HyperLogLog HyperLogLog::from_datasketches(std::span<const std::byte> bytes) {
-    detail::DsHllImage img = detail::ds_hll_decode(bytes, min_precision, max_precision);
+    detail::DsHllImage img = detail::ds_hll_decode(bytes, min_precision, max_datasketches_precision);
     HyperLogLog out(img.lg_k, HashMode::datasketches);
     if (img.mode == detail::DsHllMode::hll) {
         if (!img.registers.empty()) {
@@ -778,8 +782,8 @@ inline std::uint64_t HyperLogLog::postgres_hash_of(const T& item) noexcept {
 
 // ---- private ---------------------------------------------------------------
 
-inline int HyperLogLog::check_precision(int precision, const char* who) {
-    detail::check_range(who, "precision", precision, min_precision, max_precision);
+inline int HyperLogLog::check_precision(int precision, HashMode mode, const char* who) {
+    detail::check_range(who, "precision", precision, min_precision, max_precision_of(mode));
     return precision;
 }
 

@@ -101,10 +101,12 @@ inline double hll_sparse_estimate(std::size_t k, std::uint8_t mode) noexcept {
 
 /// The most entries a sparse sketch of precision p holds: m / 4 (4 bytes each,
 /// so never more than the 2^p-byte register array), and at least 8, the size
-/// of a DataSketches LIST (at p = 4 that is 16 bytes over the 16 registers).
+/// of a DataSketches LIST (at p = 4 that is 16 bytes over the 16 registers);
+/// at most 2^16 (m / 4 at p = 18), as a sparse add is a sorted insert, O(k),
+/// which p 19-21 (mode datasketches) would make quadratic.
 constexpr std::size_t hll_sparse_limit(int p) noexcept {
     const std::size_t quarter = (std::size_t{1} << p) / 4;
-    return quarter < 8 ? 8 : quarter;
+    return quarter < 8 ? 8 : quarter > (std::size_t{1} << 16) ? std::size_t{1} << 16 : quarter;
 }
 
 }  // namespace detail
