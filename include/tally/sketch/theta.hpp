@@ -534,8 +534,13 @@ inline ThetaSketch& ThetaSketch::merge(const ThetaSketch& other) {
             insert(v);
         }
     } else {
-        for (const std::uint64_t v : other.slots_)
-            if (v - 1 < theta_ - 1) insert(v);
+        // Gather the candidates branch-free first (most slots are free or at
+        // or above theta), then insert them.
+        std::vector<std::uint64_t>& in = detail::theta_scratch().sorted;
+        in.resize(other.slots_.size());
+        const std::size_t n = detail::theta_gather_below(other.slots_, theta_, in.data(), 0);
+        for (std::size_t j = 0; j < n; ++j)
+            if (in[j] < theta_) insert(in[j]);  // theta_ falls if the table is rebuilt on the way
     }
     if (count_ > (std::uint32_t{1} << lg_k_)) keep_smallest_k();
     return *this;

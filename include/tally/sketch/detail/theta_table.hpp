@@ -114,8 +114,10 @@ inline ThetaCut theta_find_cut(const std::vector<std::uint64_t>& slots, std::uin
         std::uint64_t cut = frac < 1 ? static_cast<std::uint64_t>(frac * static_cast<double>(theta)) : theta;
         for (;;) {
             m = 0;
-            for (const std::uint64_t v : slots)
-                if (v - 1 < cut - 1) buf[m++] = v;  // 0 < v < cut
+            for (const std::uint64_t v : slots) {  // branch-free: free slots are too many to predict
+                buf[m] = v;
+                m += v - 1 < cut - 1 ? 1 : 0;  // 0 < v < cut
+            }
             if (m > k) break;
             cut = theta;  // the spread was unlucky: select from all
         }
@@ -127,8 +129,10 @@ inline ThetaCut theta_find_cut(const std::vector<std::uint64_t>& slots, std::uin
     std::uint64_t cut = below > 0 ? static_cast<std::uint64_t>(below * static_cast<double>(theta)) : 0;
     for (;;) {
         m = 0;
-        for (const std::uint64_t v : slots)
-            if (v >= cut && v != 0) buf[m++] = v;  // few pass: the branch predicts well
+        for (const std::uint64_t v : slots) {  // branch-free: free slots are too many to predict
+            buf[m] = v;
+            m += v >= cut && v != 0 ? 1 : 0;
+        }
         if (m >= excess) break;
         cut = 0;  // the spread was unlucky: select from all
     }
