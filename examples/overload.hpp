@@ -9,7 +9,8 @@
 // the run the capacity drops to C / drop. A limiter in front admits or
 // rejects each arrival at once (a rejected request costs nothing and is not
 // retried) and learns from the latency of each completion. Everything is
-// deterministic for a seed: the same table on every machine.
+// deterministic for a seed: the same table on every run (and on every
+// machine whose std::log rounds alike).
 #pragma once
 
 #include <tally/limit/concurrency.hpp>

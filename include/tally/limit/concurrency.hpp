@@ -378,8 +378,13 @@ class FixedConcurrency {
 /// (timed out or shed downstream: the limit backs off), ignore() (the
 /// outcome says nothing about capacity, e.g. a client error: no sample). A
 /// permit destroyed without a verdict is ignored. An empty permit (the
-/// limiter was full) converts to false; verdicts on it do nothing.
-/// Thread safety: one permit, one thread at a time; any thread may release.
+/// limiter was full) converts to false; verdicts on it do nothing. The
+/// verdicts are Netflix's Limiter.Listener onSuccess / onDropped / onIgnore.
+/// Memory: 32 bytes. Thread safety: one permit, one thread at a time; any
+/// thread may give the verdict.
+///
+///   auto p = limiter.try_acquire(now_ns);  // see ConcurrencyLimiter
+///   if (p) { serve(); p.success(tally::SteadyClock::now_ns()); }
 template <class Owner>
 class ConcurrencyPermit {
   public:
@@ -418,10 +423,11 @@ class ConcurrencyPermit {
     ConcurrencyPermit(Owner* o, std::uint64_t start_ns, int inflight, std::size_t partition) noexcept
         : owner_(o), start_ns_(start_ns), inflight_(inflight), partition_(partition) {}
 
-    void finish(std::uint64_t now_ns, bool dropped) noexcept {
+    void finish(std::uint64_t now_ns, bool drop) noexcept {
         if (Owner* o = std::exchange(owner_, nullptr)) {
+            // A clock that went backwards reads as 0; the core makes it 1 ns.
             const std::uint64_t rtt = now_ns > start_ns_ ? now_ns - start_ns_ : 0;
-            o->release_sample(partition_, detail::ConcurrencySample{start_ns_, rtt, inflight_, dropped});
+            o->release_sample(partition_, detail::ConcurrencySample{start_ns_, rtt, inflight_, drop});
         }
     }
 
@@ -435,8 +441,8 @@ class ConcurrencyPermit {
 /// the limit set by an adaptive Algorithm (Aimd, Vegas, Gradient2) from the
 /// RTT of each finished call, as Netflix concurrency-limits' SimpleLimiter.
 /// Guarantee: a permit is granted only while inflight < the limit in force,
-/// so inflight() never exceeds it (a lowered limit admits nobody until
-/// enough permits come back). Cost: try_acquire is one compare-exchange;
+/// so no grant takes inflight() past the limit (a lowered limit admits
+/// nobody until enough permits come back). Cost: try_acquire is one compare-exchange;
 /// ignore() one fetch_sub; success/dropped one compare-exchange plus, to fold
 /// the sample into the algorithm, one more that publishes the new limit. The
 /// fold never delays an acquire: a releaser that finds another folding
