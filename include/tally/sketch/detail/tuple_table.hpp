@@ -90,7 +90,7 @@ struct TupleTable {
         TupleSpare& sp = tuple_spare();
         const std::size_t size = std::size_t{1} << lg;
         sp.slots.assign(size, 0);
-        if (sp.vals.size() < size * width) sp.vals.resize(size * width);  // rows are written whole on insert
+        sp.vals.resize(size * width);  // keeps the capacity; rows are written whole on insert
         const std::size_t mask = size - 1;
         std::uint32_t n = 0;
         for (std::size_t i = 0; i < slots.size(); ++i) {
