@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -217,6 +218,19 @@ int main(int argc, char** argv) {
         tally::ThetaSketch other(lg);
         for (std::uint64_t i = 5000; i < 9000; ++i) other.add(i);
         put("theta", "intersection_no_hashes" + sfx, tally::theta_intersection(s, other).serialize());
+    }
+    for (int nv : {1, 3}) {  // ArrayOfDoubles frames and DataSketches compact images (empty, exact, estimating)
+        tally::ArrayOfDoublesSketch s(5, nv);
+        const std::string sfx = "_nv" + std::to_string(nv);
+        put("tuple", "empty" + sfx, s.serialize());
+        put("tuple", "ds_empty" + sfx, s.to_datasketches());
+        const double v[3] = {1.5, -2, 0.25};
+        for (std::uint64_t i = 0; i < 12; ++i) s.add(i, std::span<const double>(v, 3));
+        put("tuple", "exact" + sfx, s.serialize());
+        put("tuple", "ds_exact" + sfx, s.to_datasketches());
+        for (std::uint64_t i = 0; i < 3000; ++i) s.add(i, std::span<const double>(v, 3));
+        put("tuple", "estimating" + sfx, s.serialize());
+        put("tuple", "ds_estimating" + sfx, s.to_datasketches());
     }
     std::printf("corpus written to %s\n", argv[1]);
     return 0;
