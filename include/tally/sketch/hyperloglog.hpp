@@ -226,8 +226,11 @@ class HyperLogLog {
 
     /// Register-wise maximum: afterwards *this is exactly the sketch of the
     /// union, and estimator() is ertl (unless one side was empty: then the
-    /// other's state is kept). Throws std::invalid_argument (and changes
-    /// nothing) unless mergeable_with(other). Not thread-safe for *this.
+    /// other's state is kept). Mode datasketches merges as DataSketches'
+    /// Union: a sparse side's entries are updates of the other side, whose
+    /// estimator (HIP while it has only seen updates) goes on; two dense
+    /// sides give ertl. Throws std::invalid_argument (and changes nothing)
+    /// unless mergeable_with(other). Not thread-safe for *this.
     HyperLogLog& merge(const HyperLogLog& other);
 
     /// The sketch this one would have been at precision `precision`

@@ -218,16 +218,40 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
         return *this;
     }
     materialize_list();
+    // Mode datasketches merges as DataSketches' Union: the entries of a sparse
+    // side (its LIST/SET coupons) are updates of the other side, whose HIP
+    // state goes on; only two dense sides leave the estimator to Ertl.
+    const bool ds = mode_ == HashMode::datasketches;
     if (other.is_sparse()) {
         if (registers_.empty()) {
             // Both sparse: the union of the entries, the larger rank per index'.
+            // In mode datasketches the other's entries are inserted in order,
+            // so the union turns dense where an insert would (HIP from there):
+            // only other.sparse_[0, stop) join the sparse union.
+            const std::size_t limit = detail::hll_sparse_limit(p_);
+            std::size_t stop = other.sparse_.size();
+            if (ds) {
+                std::size_t size = sparse_.size();
+                auto at = sparse_.begin();
+                for (std::size_t k = 0; k < other.sparse_.size(); ++k) {
+                    const std::uint32_t key = other.sparse_[k] >> 6;
+                    while (at != sparse_.end() && (*at >> 6) < key) ++at;
+                    const bool fresh = at == sparse_.end() || (*at >> 6) != key;
+                    if (fresh && size >= limit) {
+                        stop = k;
+                        break;
+                    }
+                    size += fresh ? 1 : 0;
+                }
+            }
+            const auto other_end = other.sparse_.begin() + static_cast<std::ptrdiff_t>(stop);
             std::vector<std::uint32_t> u;
-            u.reserve(sparse_.size() + other.sparse_.size());
+            u.reserve(sparse_.size() + stop);
             auto i = sparse_.begin();
             auto j = other.sparse_.begin();
-            while (i != sparse_.end() || j != other.sparse_.end()) {
+            while (i != sparse_.end() || j != other_end) {
                 std::uint32_t e;
-                if (j == other.sparse_.end() || (i != sparse_.end() && (*i >> 6) < (*j >> 6))) {
+                if (j == other_end || (i != sparse_.end() && (*i >> 6) < (*j >> 6))) {
                     e = *i++;
                 } else if (i == sparse_.end() || (*j >> 6) < (*i >> 6)) {
                     e = *j++;
@@ -239,15 +263,32 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
                 u.push_back(e);
             }
             total_ = total;
-            if (u.size() <= detail::hll_sparse_limit(p_)) {
-                if (u.capacity() > detail::hll_sparse_limit(p_)) u.shrink_to_fit();
+            if (stop == other.sparse_.size() && u.size() <= limit) {
+                if (u.capacity() > limit) u.shrink_to_fit();
                 sparse_ = std::move(u);
                 sparse_changed();
                 return *this;
             }
             sparse_ = std::move(u);
             to_dense();
-            hip_valid_ = false;
+            if (!ds) {
+                hip_valid_ = false;
+                return *this;
+            }
+            for (auto k = other_end; k != other.sparse_.end(); ++k) {
+                const auto [index, rank] = detail::hll_sparse_register(*k, p_, mode_byte());
+                update_register(index, rank);
+            }
+            return *this;
+        }
+        if (ds && hip_valid_) {
+            // Sparse into dense, HIP going on: each entry is an update.
+            ensure_histogram();
+            for (const std::uint32_t e : other.sparse_) {
+                const auto [index, rank] = detail::hll_sparse_register(e, p_, mode_byte());
+                update_register(index, rank);
+            }
+            total_ = total;
             return *this;
         }
         // Sparse into dense: each entry raises its register.
@@ -260,6 +301,20 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
         hip_valid_ = false;
         total_ = total;
         return *this;
+    }
+    if (ds && registers_.empty()) {
+        // Dense into sparse: the other one takes this one's entries as
+        // updates, keeping its estimator state (DataSketches keeps the HLL
+        // side's out-of-order flag).
+        HyperLogLog out(other);
+        out.materialize_list();
+        out.ensure_histogram();
+        for (const std::uint32_t e : sparse_) {
+            const auto [index, rank] = detail::hll_sparse_register(e, p_, mode_byte());
+            out.update_register(index, rank);
+        }
+        out.total_ = total;
+        return *this = std::move(out);
     }
     if (registers_.empty()) to_dense();
     std::uint8_t* a = registers_.data();
