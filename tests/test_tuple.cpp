@@ -629,3 +629,70 @@ TEST_CASE("ArrayOfDoublesSketch: Windowed<ArrayOfDoublesSketch> sums the window'
     const auto bytes = w.serialize();
     CHECK(decltype(w)::deserialize(bytes).view(4100).column_sum_estimate(0) == 400);
 }
+
+TEST_CASE("TupleSketch and ThetaSketch: unions and rebuilds are exact for any spread of hashes", "[tuple][theta]") {
+    // The trims select the (k+1)-th smallest from one side of a cut placed
+    // where uniform hashes would put it; hashes crowded at either end of
+    // [1, theta) must still give the exact k smallest.
+    constexpr std::uint64_t top = ThetaSketch::max_theta;
+    const auto crowded = [&](int lg, int kind, std::uint64_t n) {
+        std::vector<std::uint64_t> h;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            switch (kind) {
+                case 0: h.push_back(1 + 3 * i); break;                        // all near 0
+                case 1: h.push_back(top - 1 - 5 * i); break;                  // all near the top
+                default: h.push_back(i % 2 ? 7 * i + 2 : top - 11 * i - 3);  // both ends
+            }
+        }
+        (void)lg;
+        return h;
+    };
+    for (const int lg : {5, 9}) {
+        const std::size_t k = std::size_t{1} << lg;
+        for (int ka = 0; ka < 3; ++ka) {
+            for (int kb = 0; kb < 3; ++kb) {
+                INFO("lg_k " << lg << " kinds " << ka << " " << kb);
+                const auto ha = crowded(lg, ka, 3 * k), hb = crowded(lg, kb, 5 * k + 7);
+                ArrayOfDoublesSketch a(lg, 1), b(lg, 1);
+                ThetaSketch ta(lg), tb(lg);
+                for (const auto h : ha) {
+                    a.add_hash(h << 1, std::span<const double>());
+                    ta.add_hash(h << 1);
+                }
+                for (const auto h : hb) {
+                    b.add_hash(h << 1, std::span<const double>());
+                    tb.add_hash(h << 1);
+                }
+                // each alone: an update sketch keeps every hash below its theta, theta its own
+                CHECK(a.hashes() == ta.hashes());
+                CHECK(b.hashes() == tb.hashes());
+                // oracle union: distinct hashes below the least theta, the k smallest
+                std::vector<std::uint64_t> all;
+                const std::uint64_t theta = std::min(ta.theta64(), tb.theta64());
+                for (const auto* s : {&ta, &tb})
+                    for (const auto h : s->hashes())
+                        if (h < theta) all.push_back(h);
+                std::sort(all.begin(), all.end());
+                all.erase(std::unique(all.begin(), all.end()), all.end());
+                std::uint64_t want_theta = theta;
+                if (all.size() > k) {
+                    want_theta = all[k];
+                    all.resize(k);
+                }
+                const auto u = tally::tuple_union(a, b);
+                CHECK(u.hashes() == all);
+                CHECK(u.theta64() == want_theta);
+                ArrayOfDoublesSketch m = a;
+                m.merge(b);
+                CHECK(m.hashes() == all);
+                ThetaSketch tm = ta;
+                tm.merge(tb);
+                CHECK(tm.hashes() == all);
+                CHECK(tm.theta64() == want_theta);
+                ThetaSketch tm2 = tb;
+                tm2.merge(ta);
+                CHECK(tm2.hashes() == all);
+            }
+        }
+    }
+}
