@@ -192,14 +192,24 @@ TEST_CASE("redis deadline: 8 threads sharing one Client through a 1 s SIGSTOP ne
     constexpr int kThreads = 8;
     std::atomic<bool> stop{false};
     std::atomic<long long> worst_us{0};
+    // The longest time a thread spent between two of its calls (its own
+    // loop: two clock reads and a few atomics): how long this machine left a
+    // runnable thread unscheduled during the test, measured, not guessed.
+    std::atomic<long long> worst_gap_us{0};
     std::vector<std::vector<Clock::duration>> during(kThreads);  // per thread: degraded calls while paused
     std::atomic<int> calls_during{0}, degraded_during{0};
     std::atomic<bool> paused{false};
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t)
         threads.emplace_back([&, t] {
+            auto last_end = Clock::now();
             for (int i = 0; i < 100'000 && !stop.load(); ++i) {
                 Decision d{false, 0, 0, 0};
+                const auto begin = Clock::now();
+                const long long gap = std::chrono::duration_cast<std::chrono::microseconds>(begin - last_end).count();
+                long long g = worst_gap_us.load();
+                while (gap > g && !worst_gap_us.compare_exchange_weak(g, gap)) {
+                }
                 const auto took = timed([&] {
                     // Half the threads on the GCRA limiter, half on leases of
                     // one key (refills from many threads at once).
@@ -209,6 +219,7 @@ TEST_CASE("redis deadline: 8 threads sharing one Client through a 1 s SIGSTOP ne
                 long long w = worst_us.load();
                 while (us > w && !worst_us.compare_exchange_weak(w, us)) {
                 }
+                last_end = Clock::now();
                 if (paused.load()) {
                     calls_during.fetch_add(1);
                     if (d.degraded && during[static_cast<std::size_t>(t)].size() < 100'000)
@@ -228,11 +239,15 @@ TEST_CASE("redis deadline: 8 threads sharing one Client through a 1 s SIGSTOP ne
     for (auto& th : threads) th.join();
     std::vector<Clock::duration> all;
     for (const auto& v : during) all.insert(all.end(), v.begin(), v.end());
-    INFO("worst call " << worst_us.load() / 1000.0 << " ms, median degraded call " << ms(median(all))
+    INFO("worst call " << worst_us.load() / 1000.0 << " ms, worst gap between calls " << worst_gap_us.load() / 1000.0
+                       << " ms, median degraded call " << ms(median(all))
                        << "; calls while paused " << calls_during.load() << ", degraded " << degraded_during.load()
                        << "; pool " << client.pool_size());
     CHECK(median(all) <= kBound);
-    CHECK(worst_us.load() <= std::chrono::duration_cast<std::chrono::microseconds>(kHard).count());
+    // A call may be left unscheduled as long as the loop around it was, once
+    // as it wakes from its wait for a connection and once on its way out.
+    CHECK(worst_us.load() <=
+          std::chrono::duration_cast<std::chrono::microseconds>(kHard).count() + 2 * worst_gap_us.load());
     // Every thread keeps answering at its own pace: about 1 s / 50 ms calls
     // each (lease-served calls add more), not one timeout after another.
     CHECK(degraded_during.load() >= kThreads * 10);

@@ -147,7 +147,7 @@ class Client {
     /// Why the last failed operation failed, or the last note (a disabled
     /// CONFIG, a detected loss of state); empty if none yet.
     [[nodiscard]] std::string last_error() const {
-        std::lock_guard<std::mutex> lock(s_->mu);
+        std::lock_guard<std::mutex> lock(s_->error_mu);
         return s_->error;
     }
     /// Round trips of calls so far (a pipelined batch counts once per
@@ -313,6 +313,9 @@ class Client {
         Clock::time_point next_attempt{}, last_used = Clock::now();
         std::chrono::milliseconds backoff{0};
         std::uint64_t opened = 0;
+        // While the server is failing and no attempt is due: until when (ns
+        // of Clock), so calls fail fast without taking Shared::mu; 0 when up.
+        std::atomic<std::int64_t> down_until{0};
         std::condition_variable ready;   // a connection became idle, or an attempt ended
         std::condition_variable work;    // for the opener
         std::condition_variable drains;  // for the drainer
@@ -344,6 +347,10 @@ class Client {
         std::string sentinel, lost_key;  // <key_prefix>!sentinel, <key_prefix>!lost (single server)
         std::atomic<std::uint64_t> trips{0}, lost{0}, tokens{0};
         std::atomic<int> evicting_nodes{0};
+        // The last note, under its own lock: read by every degraded call, so
+        // never behind the pool's lock (a spinning caller must not starve
+        // a thread waking for a connection).
+        mutable std::mutex error_mu;
         std::string error;
         std::vector<std::unique_ptr<Node>> nodes;  // [0] alone when not a cluster
         bool cluster = false;
@@ -371,8 +378,9 @@ class Client {
             }
         }
 
-        void note(std::string why) {
-            std::lock_guard<std::mutex> lock(mu);
+        void note(std::string why) { set_error(std::move(why)); }
+        void set_error(std::string why) {
+            std::lock_guard<std::mutex> lock(error_mu);
             error = std::move(why);
         }
         Node& node(std::size_t i) {
@@ -421,13 +429,13 @@ class Client {
                 take_resolution(n);
                 const std::string budget = std::to_string(opt.connect_timeout.count()) + " ms";
                 if (n.addrs.empty() && n.resolving)
-                    error = "resolving " + n.host + " took longer than connect_timeout (" + budget +
-                            "); it goes on in the background";
+                    set_error("resolving " + n.host + " took longer than connect_timeout (" + budget +
+                            "); it goes on in the background");
                 else if (n.failing)
-                    error = n.failure;
+                    set_error(n.failure);
                 else
-                    error = "connecting to " + n.where + " did not finish within connect_timeout (" + budget +
-                            "); it goes on in the background";
+                    set_error("connecting to " + n.where + " did not finish within connect_timeout (" + budget +
+                            "); it goes on in the background");
             }
         }
 
@@ -440,7 +448,7 @@ class Client {
                 n.addrs = std::move(n.resolving->found);
                 n.resolved_at = Clock::now();
             } else {
-                error = n.resolving->error;
+                set_error(n.resolving->error);
             }
             n.resolving.reset();
         }
@@ -481,6 +489,10 @@ class Client {
             out = n.addrs;
             return true;
         }
+        std::string failure_of(Node& n) {
+            std::lock_guard<std::mutex> lock(mu);
+            return n.failure.empty() ? "no connection to " + n.where : n.failure;
+        }
         bool stopping_now() {
             std::lock_guard<std::mutex> lock(mu);
             return stopping;
@@ -497,10 +509,10 @@ class Client {
                 n.policy = r.elements[1].str;
                 n.evicting = n.policy.rfind("volatile-", 0) == 0 || n.policy.rfind("allkeys-", 0) == 0;
             } else if (r.type == Reply::Type::error || (r.type == Reply::Type::array && r.elements.empty())) {
-                error = "CONFIG GET maxmemory-policy on " + n.where + " was refused (" +
+                set_error("CONFIG GET maxmemory-policy on " + n.where + " was refused (" +
                         (r.type == Reply::Type::error ? r.str : std::string("no value")) + "): " +
                         (n.evicting ? "the server stays refused until a check reads a policy that cannot evict"
-                                    : "the eviction policy is not checked; make sure it is noeviction");
+                                    : "the eviction policy is not checked; make sure it is noeviction"));
             } else {
                 return false;
             }
@@ -648,6 +660,7 @@ class Client {
                     continue;
                 }
                 n.opening = true;
+                n.down_until.store(0, std::memory_order_relaxed);
                 lock.unlock();
                 std::string why;
                 bool resolving = false;
@@ -660,16 +673,19 @@ class Client {
                     n.failing = false;
                     n.backoff = std::chrono::milliseconds(0);
                     n.idle.push_back(std::move(c));
+                    n.down_until.store(0, std::memory_order_relaxed);
                 } else {
                     n.failing = true;
                     n.failure = why;
-                    error = why;
+                    set_error(why);
                     // A resolution still in flight is waited for again at
                     // once: its answer is used the moment it comes.
                     if (!resolving)
                         n.backoff =
                             std::clamp(n.backoff * 2, std::chrono::milliseconds(25), std::chrono::milliseconds(1000));
                     n.next_attempt = resolving ? Clock::now() : Clock::now() + n.backoff;
+                    if (n.open == 0 && !resolving)
+                        n.down_until.store(n.next_attempt.time_since_epoch().count(), std::memory_order_release);
                 }
                 n.ready.notify_all();
             }
@@ -700,6 +716,7 @@ class Client {
                 lock.lock();
                 if (ok) {
                     n.idle.push_back(std::move(l.conn));
+                    n.down_until.store(0, std::memory_order_relaxed);
                 } else {
                     --n.open;
                     n.work.notify_one();
@@ -712,6 +729,10 @@ class Client {
         // hands over before the deadline. Null with `why` when none comes,
         // at once while the node is failing and no attempt is due in time.
         std::unique_ptr<Conn> acquire(Node& n, Deadline d, std::string& why) {
+            if (n.down_until.load(std::memory_order_acquire) > d.time_since_epoch().count()) {
+                why.clear();  // the opener's note says why
+                return nullptr;
+            }
             std::unique_lock<std::mutex> lock(mu);
             n.last_used = Clock::now();
             for (;;) {
@@ -883,9 +904,9 @@ class Client {
             n.seen.count = detected ? cnt : std::max(n.seen.count, cnt);
             if (detected) {
                 lost.fetch_add(1, std::memory_order_relaxed);
-                error = "state lost on " + n.where +
+                set_error("state lost on " + n.where +
                         " (restart without persistence, FLUSHALL or a lossy failover): keys that come back missing "
-                        "start spent for one time to full replenishment";
+                        "start spent for one time to full replenishment");
             }
             return true;
         }
@@ -943,7 +964,7 @@ class Client {
             std::string why;
             g.conn = acquire(n, d, why);
             if (!g.conn) {
-                note(std::move(why));
+                if (!why.empty()) note(std::move(why));
                 return false;
             }
             const bool ok = send(g, items, d) && receive(g, items, d, replies);
@@ -971,7 +992,10 @@ class Client {
                 Group g;
                 g.node = i;
                 g.conn = acquire(n, d, why);
-                if (!g.conn) continue;
+                if (!g.conn) {
+                    if (why.empty()) why = failure_of(n);
+                    continue;
+                }
                 Item item;
                 item.raw = {"CLUSTER", "SLOTS"};
                 const Item items[1] = {item};
@@ -1100,6 +1124,7 @@ class Client {
                 for (std::size_t k = 0; k < groups.size(); ++k) {
                     Group& g = groups[k];
                     g.conn = acquire(node(g.node), d, why[k]);
+                    if (!g.conn && why[k].empty()) why[k] = failure_of(node(g.node));
                     if (g.conn && !send(g, items, d)) why[k] = g.conn->error;
                 }
                 for (std::size_t k = 0; k < groups.size(); ++k) {
@@ -1113,7 +1138,7 @@ class Client {
                     // failover may have moved its slots.
                     {
                         std::lock_guard<std::mutex> lock(mu);
-                        error = why[k];
+                        set_error(why[k]);
                         stale = true;
                     }
                     for (const std::size_t i : g.idx) replies[i] = error_reply("TALLYNODE " + why[k]);
