@@ -27,10 +27,10 @@
 namespace overload {
 
 struct Config {
-    double capacity = 100;           // concurrent requests served at full speed
+    double capacity = 100;               // concurrent requests served at full speed
     std::uint64_t work_ns = 10'000'000;  // no-load latency, 10 ms
-    double overload = 2.0;           // offered load / healthy capacity
-    double drop = 4.0;               // capacity divisor in the middle third
+    double overload = 2.0;               // offered load / healthy capacity
+    double drop = 4.0;                   // capacity divisor in the middle third
     std::uint64_t duration_ns = 30'000'000'000;
     std::uint64_t seed = 1;
 };

@@ -24,7 +24,11 @@ tally::AdaptiveThrottle with_counts(int r, int a, double k = 2.0, std::uint64_t 
 TEST_CASE("AdaptiveThrottle: p = max(0, (requests - K accepts) / (requests + 1)) at given counts",
           "[adaptive_throttle]") {
     const std::uint64_t t = 1000 * second;
-    struct Case { int r, a; double k; double p; };
+    struct Case {
+        int r, a;
+        double k;
+        double p;
+    };
     for (const Case c : {Case{0, 0, 2, 0.0}, Case{100, 100, 2, 0.0}, Case{100, 50, 2, 0.0},
                          Case{100, 40, 2, 20.0 / 101}, Case{100, 0, 2, 100.0 / 101}, Case{1000, 100, 2, 800.0 / 1001},
                          Case{1000, 100, 1.5, 850.0 / 1001}, Case{10, 3, 3, 1.0 / 11}, Case{7, 0, 2, 7.0 / 8}}) {
@@ -57,8 +61,10 @@ TEST_CASE("AdaptiveThrottle: rejections follow p; a healthy backend is never thr
     int healthy_rejected = 0;
     for (int i = 0; i < n; ++i) {
         const std::uint64_t now = t + static_cast<std::uint64_t>(i) * 1'000'000;
-        if (healthy.allow(now)) healthy.on_accept(now);
-        else ++healthy_rejected;
+        if (healthy.allow(now))
+            healthy.on_accept(now);
+        else
+            ++healthy_rejected;
     }
     CHECK(healthy_rejected == 0);
     // Same seed, same decisions.

@@ -71,9 +71,12 @@ std::vector<Sample> sequence(std::uint64_t seq) {
             s.rtt = g.rtt();
         } else {
             const std::uint64_t r = g.below(100);
-            if (r < 5) s.rtt = std::min<std::uint64_t>(10'000'000'000ULL, base * 10 + g.below(base));
-            else if (r < 10) s.rtt = g.rtt();
-            else s.rtt = base + g.below(base / 2 + 1);
+            if (r < 5)
+                s.rtt = std::min<std::uint64_t>(10'000'000'000ULL, base * 10 + g.below(base));
+            else if (r < 10)
+                s.rtt = g.rtt();
+            else
+                s.rtt = base + g.below(base / 2 + 1);
             if (i % 500 == 499) base = g.rtt();
         }
         s.inflight = static_cast<int>(g.below(1001));
@@ -85,13 +88,26 @@ std::vector<Sample> sequence(std::uint64_t seq) {
 // The option sets of NetflixTrajectories.make, in the same order.
 tally::Aimd make_aimd(int opt) {
     switch (opt) {
-        case 1: return tally::Aimd({.initial_limit = 10, .min_limit = 1, .max_limit = 1000, .backoff_ratio = 0.5,
-                                    .timeout_ns = 100'000'000});
-        case 2: return tally::Aimd({.initial_limit = 100, .min_limit = 50, .max_limit = 150, .backoff_ratio = 0.75,
-                                    .timeout_ns = 1'000'000'000});
-        case 3: return tally::Aimd({.initial_limit = 500, .min_limit = 5, .max_limit = 500, .backoff_ratio = 0.99,
-                                    .timeout_ns = 20'000'000});
-        default: return tally::Aimd();
+        case 1:
+            return tally::Aimd({.initial_limit = 10,
+                                .min_limit = 1,
+                                .max_limit = 1000,
+                                .backoff_ratio = 0.5,
+                                .timeout_ns = 100'000'000});
+        case 2:
+            return tally::Aimd({.initial_limit = 100,
+                                .min_limit = 50,
+                                .max_limit = 150,
+                                .backoff_ratio = 0.75,
+                                .timeout_ns = 1'000'000'000});
+        case 3:
+            return tally::Aimd({.initial_limit = 500,
+                                .min_limit = 5,
+                                .max_limit = 500,
+                                .backoff_ratio = 0.99,
+                                .timeout_ns = 20'000'000});
+        default:
+            return tally::Aimd();
     }
 }
 tally::Vegas make_vegas(int opt) {
@@ -108,10 +124,14 @@ tally::Vegas make_vegas(int opt) {
 }
 tally::Gradient2 make_gradient2(int opt) {
     switch (opt) {
-        case 1: return tally::Gradient2({50, 10, 500, 0.5, 8, 2.0, 100});
-        case 2: return tally::Gradient2({20, 1, 1000, 1.0, 2, 1.0, 10});
-        case 3: return tally::Gradient2({300, 100, 300, 0.05, 16, 3.0, 2000});
-        default: return tally::Gradient2();
+        case 1:
+            return tally::Gradient2({50, 10, 500, 0.5, 8, 2.0, 100});
+        case 2:
+            return tally::Gradient2({20, 1, 1000, 1.0, 2, 1.0, 10});
+        case 3:
+            return tally::Gradient2({300, 100, 300, 0.05, 16, 3.0, 2000});
+        default:
+            return tally::Gradient2();
     }
 }
 
@@ -321,14 +341,13 @@ TEST_CASE("Aimd: the rule at hand-picked samples", "[concurrency]") {
     tally::Aimd a({.initial_limit = 30, .min_limit = 10, .max_limit = 32, .backoff_ratio = 0.5, .timeout_ns = 100});
     CHECK(a.on_sample(0, 50, 14, false) == 30);  // 14 * 2 < 30: app-limited, no growth
     CHECK(a.on_sample(0, 50, 15, false) == 31);
-    CHECK(a.on_sample(0, 100, 16, false) == 32);  // rtt == timeout is not a timeout
-    CHECK(a.on_sample(0, 50, 1000, false) == 32);  // max_limit
+    CHECK(a.on_sample(0, 100, 16, false) == 32);    // rtt == timeout is not a timeout
+    CHECK(a.on_sample(0, 50, 1000, false) == 32);   // max_limit
     CHECK(a.on_sample(0, 101, 1000, false) == 16);  // timeout: halved
-    CHECK(a.on_sample(0, 1, 0, true) == 10);  // drop: (int)(16 * 0.5) = 8, min_limit 10
+    CHECK(a.on_sample(0, 1, 0, true) == 10);        // drop: (int)(16 * 0.5) = 8, min_limit 10
 }
 
-TEST_CASE("Vegas: probing follows probe_seed and lands within [0.5, 1) x multiplier x limit samples",
-          "[concurrency]") {
+TEST_CASE("Vegas: probing follows probe_seed and lands within [0.5, 1) x multiplier x limit samples", "[concurrency]") {
     for (std::uint64_t seed = 1; seed <= 50; ++seed) {
         tally::Vegas v({.initial_limit = 10, .max_concurrency = 10, .probe_multiplier = 3, .probe_seed = seed});
         // Each first sample sets the no-load RTT; every later sample has a
@@ -413,8 +432,7 @@ TEST_CASE("ConcurrencyLimiter: permits, verdicts, release on destruction", "[con
     CHECK(lim.inflight() == 1);
 }
 
-TEST_CASE("ConcurrencyLimiter: samples reach the algorithm exactly as on_sample would see them",
-          "[concurrency]") {
+TEST_CASE("ConcurrencyLimiter: samples reach the algorithm exactly as on_sample would see them", "[concurrency]") {
     tally::ConcurrencyLimiter<tally::Gradient2> lim;
     tally::Gradient2 oracle;
     SeqRng g(5);
@@ -424,8 +442,10 @@ TEST_CASE("ConcurrencyLimiter: samples reach the algorithm exactly as on_sample 
         now += g.below(1000);
         if (g.below(2) == 0) {
             auto p = lim.try_acquire(now);
-            if (p) held.push_back(std::move(p));
-            else CHECK(lim.inflight() >= lim.limit());
+            if (p)
+                held.push_back(std::move(p));
+            else
+                CHECK(lim.inflight() >= lim.limit());
         } else if (!held.empty()) {
             const std::size_t k = g.below(held.size());
             auto p = std::move(held[k]);
@@ -446,7 +466,8 @@ TEST_CASE("ConcurrencyLimiter: samples reach the algorithm exactly as on_sample 
 }
 
 TEST_CASE("ConcurrencyLimiter: a lowered limit admits nobody until enough permits return", "[concurrency]") {
-    tally::ConcurrencyLimiter<tally::Aimd> lim(tally::Aimd({.initial_limit = 10, .min_limit = 1, .backoff_ratio = 0.5}));
+    tally::ConcurrencyLimiter<tally::Aimd> lim(
+        tally::Aimd({.initial_limit = 10, .min_limit = 1, .backoff_ratio = 0.5}));
     std::vector<tally::ConcurrencyLimiter<tally::Aimd>::Permit> held;
     for (int i = 0; i < 10; ++i) held.push_back(lim.try_acquire(0));
     CHECK(!lim.try_acquire(0));
@@ -463,7 +484,8 @@ TEST_CASE("ConcurrencyLimiter: a lowered limit admits nobody until enough permit
 
 TEST_CASE("PartitionedConcurrencyLimiter: each partition keeps its share, borrowing only within the limit",
           "[concurrency]") {
-    tally::PartitionedConcurrencyLimiter<tally::FixedConcurrency> lim({0.9, 0.1}, tally::FixedConcurrency({.limit = 20}));
+    tally::PartitionedConcurrencyLimiter<tally::FixedConcurrency> lim({0.9, 0.1},
+                                                                      tally::FixedConcurrency({.limit = 20}));
     CHECK(lim.share_limit(0) == 18);
     CHECK(lim.share_limit(1) == 2);
     using Permit = tally::PartitionedConcurrencyLimiter<tally::FixedConcurrency>::Permit;
@@ -501,8 +523,7 @@ TEST_CASE("PartitionedConcurrencyLimiter: shares follow the adaptive limit", "[c
     CHECK(lim.inflight(0) == 0);
 }
 
-TEST_CASE("acquire_until: waits not past its deadline, wakes on release, oldest or newest first",
-          "[concurrency]") {
+TEST_CASE("acquire_until: waits not past its deadline, wakes on release, oldest or newest first", "[concurrency]") {
     using Lim = tally::ConcurrencyLimiter<tally::FixedConcurrency>;
     {
         Lim lim(tally::FixedConcurrency({.limit = 1}));
@@ -536,7 +557,8 @@ TEST_CASE("acquire_until: waits not past its deadline, wakes on release, oldest 
         }
         held.success(1);
         for (auto& t : threads) t.join();
-        const std::vector<int> want = order == tally::WaitOrder::fifo ? std::vector<int>{0, 1, 2} : std::vector<int>{2, 1, 0};
+        const std::vector<int> want =
+            order == tally::WaitOrder::fifo ? std::vector<int>{0, 1, 2} : std::vector<int>{2, 1, 0};
         CHECK(got_order == want);
     }
 }

@@ -56,10 +56,19 @@ void run_limiter(int threads) {
                 if (rng.next() % 8 == 0) std::this_thread::yield();
                 live.fetch_sub(1);
                 switch (rng.next() % 4) {
-                    case 0: p.ignore(); break;
-                    case 1: p.dropped(static_cast<std::uint64_t>(i) + 5); verdicts.fetch_add(1); break;
-                    case 2: break;  // destroyed without a verdict: ignored
-                    default: p.success(static_cast<std::uint64_t>(i) + 3); verdicts.fetch_add(1); break;
+                    case 0:
+                        p.ignore();
+                        break;
+                    case 1:
+                        p.dropped(static_cast<std::uint64_t>(i) + 5);
+                        verdicts.fetch_add(1);
+                        break;
+                    case 2:
+                        break;  // destroyed without a verdict: ignored
+                    default:
+                        p.success(static_cast<std::uint64_t>(i) + 3);
+                        verdicts.fetch_add(1);
+                        break;
                 }
             }
         });
@@ -77,8 +86,12 @@ void run_limiter(int threads) {
 }  // namespace
 
 TEST_CASE("ConcurrencyLimiter under 2 and 8 threads never admits more than the limit", "[concurrency][threads]") {
-    SECTION("2 threads") { run_limiter(2); }
-    SECTION("8 threads") { run_limiter(8); }
+    SECTION("2 threads") {
+        run_limiter(2);
+    }
+    SECTION("8 threads") {
+        run_limiter(8);
+    }
 }
 
 TEST_CASE("ConcurrencyLimiter with a fixed limit: the in-flight count never passes it", "[concurrency][threads]") {
@@ -109,7 +122,7 @@ TEST_CASE("ConcurrencyLimiter with a fixed limit: the in-flight count never pass
 TEST_CASE("PartitionedConcurrencyLimiter under 8 threads: shares held, borrowing within the limit",
           "[concurrency][threads]") {
     tally::PartitionedConcurrencyLimiter<tally::FixedConcurrency> lim({0.5, 0.25, 0.25},
-                                                                       tally::FixedConcurrency({.limit = 8}));
+                                                                      tally::FixedConcurrency({.limit = 8}));
     std::atomic<int> live[3] = {0, 0, 0};
     std::atomic<bool> over{false};
     const int iters = static_cast<int>(tally::test::big(100'000, 10'000));

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <concepts>
 #include <cmath>
+#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -47,7 +47,7 @@ struct AimdOptions {
     int initial_limit = 20;
     int min_limit = 20;
     int max_limit = 200;
-    double backoff_ratio = 0.9;            ///< in [0.5, 1), as AIMDLimit checks
+    double backoff_ratio = 0.9;                ///< in [0.5, 1), as AIMDLimit checks
     std::uint64_t timeout_ns = 5'000'000'000;  ///< an RTT above it counts as a drop
 };
 
@@ -147,7 +147,8 @@ class Vegas {
 
     using Options = VegasOptions;
 
-    explicit Vegas(Options o = {}) : o_(check(o)), estimated_(o.initial_limit), limit_(o.initial_limit), rng_(o.probe_seed) {
+    explicit Vegas(Options o = {})
+        : o_(check(o)), estimated_(o.initial_limit), limit_(o.initial_limit), rng_(o.probe_seed) {
         reset_probe_jitter();
     }
 
@@ -189,8 +190,8 @@ class Vegas {
             detail::throw_invalid_argument(std::string(who) + "smoothing " + std::to_string(o.smoothing) +
                                            " is outside [0, 1]");
         if (o.probe_multiplier < 1)
-            detail::throw_invalid_argument(std::string(who) + "probe_multiplier " +
-                                           std::to_string(o.probe_multiplier) + " is outside [1, 2^31 - 1]");
+            detail::throw_invalid_argument(std::string(who) + "probe_multiplier " + std::to_string(o.probe_multiplier) +
+                                           " is outside [1, 2^31 - 1]");
         if (!o.alpha || !o.beta || !o.threshold || !o.increase || !o.decrease)
             detail::throw_invalid_argument(std::string(who) +
                                            "alpha, beta, threshold, increase and decrease must be non-null");
@@ -212,8 +213,8 @@ class Vegas {
 
     int update(std::int64_t rtt, int inflight, bool dropped) noexcept {
         const double est = estimated_;
-        const int queue = detail::java_d2i(
-            std::ceil(est * (1 - static_cast<double>(rtt_noload_) / static_cast<double>(rtt))));
+        const int queue =
+            detail::java_d2i(std::ceil(est * (1 - static_cast<double>(rtt_noload_) / static_cast<double>(rtt))));
         double target;
         if (dropped) {
             target = o_.decrease(est);
@@ -254,10 +255,10 @@ struct Gradient2Options {
     int initial_limit = 20;
     int min_limit = 20;
     int max_concurrency = 200;
-    double smoothing = 0.2;   ///< in [0, 1]
-    int queue_size = 4;       ///< growth allowed while latency stays low
+    double smoothing = 0.2;      ///< in [0, 1]
+    int queue_size = 4;          ///< growth allowed while latency stays low
     double rtt_tolerance = 1.5;  ///< >= 1, as Gradient2Limit checks
-    int long_window = 600;    ///< samples in the long RTT's average
+    int long_window = 600;       ///< samples in the long RTT's average
 };
 
 /// Gradient2: the limit follows the ratio of a long-term average RTT to the
@@ -390,7 +391,9 @@ class ConcurrencyPermit {
   public:
     ConcurrencyPermit() noexcept = default;
     ConcurrencyPermit(ConcurrencyPermit&& o) noexcept
-        : owner_(std::exchange(o.owner_, nullptr)), start_ns_(o.start_ns_), inflight_(o.inflight_),
+        : owner_(std::exchange(o.owner_, nullptr)),
+          start_ns_(o.start_ns_),
+          inflight_(o.inflight_),
           partition_(o.partition_) {}
     ConcurrencyPermit& operator=(ConcurrencyPermit&& o) noexcept {
         if (this != &o) {
@@ -574,8 +577,7 @@ class PartitionedConcurrencyLimiter {
             sum += shares[i];
         }
         if (sum > 1.0 + 1e-9)
-            detail::throw_invalid_argument(std::string(who) + "the shares sum to " + std::to_string(sum) +
-                                           ", above 1");
+            detail::throw_invalid_argument(std::string(who) + "the shares sum to " + std::to_string(sum) + ", above 1");
         return shares.size();
     }
 

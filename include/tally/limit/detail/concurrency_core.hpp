@@ -61,7 +61,9 @@ struct ConcurrencySample {
 };
 
 template <class A>
-concept IgnoresSamples = requires { requires A::ignores_samples; };
+concept IgnoresSamples = requires {
+    requires A::ignores_samples;
+};
 
 // Vyukov's bounded MPMC queue, used with many producers and one consumer (the
 // lock holder, so head_ is plain).
@@ -166,8 +168,10 @@ class ConcurrencyCore {
                 } else if (!queued) {
                     // A full queue means the holder was descheduled: this
                     // release (never an acquire) waits for room or the lock.
-                    if (ring_.push(s)) queued = true;
-                    else std::this_thread::yield();
+                    if (ring_.push(s))
+                        queued = true;
+                    else
+                        std::this_thread::yield();
                     w = word_.load(std::memory_order_relaxed);
                 } else if (word_.compare_exchange_weak(w, (w - 1) | pending, std::memory_order_seq_cst,
                                                        std::memory_order_relaxed)) {
@@ -257,8 +261,7 @@ class ConcurrencyCore {
         std::uint64_t w = word_.load(std::memory_order_relaxed);
         for (;;) {
             if (w & pending) {
-                if (word_.compare_exchange_weak(w, w & ~pending, std::memory_order_acquire,
-                                                std::memory_order_relaxed))
+                if (word_.compare_exchange_weak(w, w & ~pending, std::memory_order_acquire, std::memory_order_relaxed))
                     drain();
                 continue;
             }

@@ -47,7 +47,9 @@ namespace detail {
 
 /// A double as Java's long sees the same 64 bits (a sample time above 2^63
 /// is negative there).
-[[nodiscard]] constexpr std::int64_t java_long(std::uint64_t v) noexcept { return static_cast<std::int64_t>(v); }
+[[nodiscard]] constexpr std::int64_t java_long(std::uint64_t v) noexcept {
+    return static_cast<std::int64_t>(v);
+}
 
 /// A rounded product: the compiler may not fuse it into a following add
 /// (-ffp-contract=fast with FMA hardware, or clang's default on arm64).
@@ -75,9 +77,15 @@ namespace detail {
 }
 
 // VegasLimit's default alpha, beta, threshold, increase and decrease functions.
-[[nodiscard]] inline int vegas_default_alpha(int limit) noexcept { return 3 * log10_root_int(limit); }
-[[nodiscard]] inline int vegas_default_beta(int limit) noexcept { return 6 * log10_root_int(limit); }
-[[nodiscard]] inline int vegas_default_threshold(int limit) noexcept { return log10_root_int(limit); }
+[[nodiscard]] inline int vegas_default_alpha(int limit) noexcept {
+    return 3 * log10_root_int(limit);
+}
+[[nodiscard]] inline int vegas_default_beta(int limit) noexcept {
+    return 6 * log10_root_int(limit);
+}
+[[nodiscard]] inline int vegas_default_threshold(int limit) noexcept {
+    return log10_root_int(limit);
+}
 [[nodiscard]] inline double vegas_default_increase(double limit) noexcept {
     return limit + log10_root_int(java_d2i(limit));
 }
