@@ -340,7 +340,8 @@ class ArrayOfDoublesSketch : public detail::TupleBase<double> {
         return lg_k;
     }
     [[nodiscard]] std::pair<double, double> column(int i, const char* who) const {
-        detail::check_range((std::string("tally::ArrayOfDoublesSketch::") + who).c_str(), "i", i, 0, num_values() - 1);
+        if (i < 0 || i >= num_values())  // the message is built only when it is needed
+            detail::check_range((std::string("tally::ArrayOfDoublesSketch::") + who).c_str(), "i", i, 0, num_values() - 1);
         const auto c = static_cast<std::size_t>(i);
         return t_.sum_and_error([c](const double* r) { return r[c]; });
     }
