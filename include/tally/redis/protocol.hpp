@@ -68,10 +68,12 @@ inline const std::string& script_source(Script s) {
 /// (the first num_keys args are the keys). Every script also takes the
 /// lost-state guard (scripts.hpp, lua_prelude): Client adds it on the wire,
 /// as two more keys after the call's keys (the sentinel counter and the
-/// lost-at key; none on a cluster) and two more arguments at the end ("1"
-/// or "0" for the sentinel, then the highest count seen, "0" when none), and
-/// strips the two integers the script appends to every array reply. Another
-/// client runs a Call the same way (without a sentinel: "0" "0").
+/// lost-at key; none on a cluster) and three more arguments at the end ("1"
+/// or "0" for the sentinel, the highest count seen, "0" when none, and a
+/// token), and strips the two integers and the echoed token the script
+/// appends to every array reply (a reply whose token is not its call's is
+/// out of step). Another client runs a Call the same way (without a
+/// sentinel: "0" "0" <token>).
 struct Call {
     Script script = Script::gcra;
     std::size_t num_keys = 0;
