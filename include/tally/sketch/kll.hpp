@@ -101,17 +101,31 @@ class KllSketch {
         // below its start, so rank() searches one bucket's items, usually a
         // few, instead of all m.
         void index_items();
-        // rank n, as DataSketches Java computes it (QuantilesUtil.getNaturalRank):
-        // up to n = 10^7 rounded to 7 decimals (half up), so that a rank
-        // such as 0.07 of n = 100 (7.000000000000001) is 7, not just above.
-        static double natural_rank(double rank, std::uint64_t n) noexcept {
-            double r = rank * static_cast<double>(n);
+        // The weight the answer's cumulative weight must reach: ceil(rank n)
+        // inclusive, floor(rank n) + 1 exclusive, at most n, with rank n as
+        // DataSketches Java computes it (QuantilesUtil.getNaturalRank): up to
+        // n = 10^7 rounded to 7 decimals (half up), so that a rank such as
+        // 0.07 of n = 100 (7.000000000000001) is 7, not just above.
+        static std::uint64_t needed_weight(double rank, std::uint64_t n, bool inclusive) noexcept {
+            const double wd = rank * static_cast<double>(n);
+            std::uint64_t need;
             if (n <= 10000000) {
-                const double x = r * 1e7;  // at most 10^14: floor and the difference are exact
-                const double f = std::floor(x);
-                r = (x - f >= 0.5 ? f + 1 : f) / 1e7;
+                // X = round(rank n 10^7) is an integer below 2^47, so Java's
+                // X / 10^7 is an integer exactly when 10^7 divides X, and
+                // otherwise at least 10^-7 from one (far more than an ulp):
+                // its ceil and floor come from integer division, no division
+                // of doubles on the query path.
+                const double x = wd * 1e7;
+                const auto t = static_cast<std::int64_t>(x);  // signed: one instruction
+                const auto big = static_cast<std::uint64_t>(t + (x - static_cast<double>(t) >= 0.5 ? 1 : 0));
+                need = inclusive ? (big + 9999999) / 10000000 : big / 10000000 + 1;
+            } else {
+                constexpr double two64 = 18446744073709551616.0;
+                const std::uint64_t below = wd >= two64 ? n : static_cast<std::uint64_t>(wd);
+                need = below + (inclusive ? static_cast<std::uint64_t>(static_cast<double>(below) < wd) : 1);
+                if (below >= n) need = n;
             }
-            return r;
+            return need < n ? need : n;
         }
         using Key = detail::KllBits<T>;
         // The compaction kernels' signed order key, made unsigned (so that
@@ -622,16 +636,10 @@ void KllSketch<T>::SortedView::index_items() {
 
 template <class T>
 T KllSketch<T>::SortedView::quantile(double rank, bool inclusive) const noexcept {
-    const std::uint64_t total = cum_.back();
-    const double wd = natural_rank(rank, total);
-    // The answer is the first item whose cumulative weight reaches `need`:
-    // ceil(rank n) inclusive, floor(rank n) + 1 exclusive, at most n (the
-    // last item's weight, so every scan below stops by the last item).
-    constexpr double two64 = 18446744073709551616.0;
-    const std::uint64_t below = wd >= two64 ? total : static_cast<std::uint64_t>(wd);
-    const std::uint64_t step = inclusive ? static_cast<std::uint64_t>(static_cast<double>(below) < wd) : 1;
-    const std::uint64_t need = below < total ? below + step : total;
-    // need <= total, so its bucket exists
+    // The answer is the first item whose cumulative weight reaches `need`,
+    // at most n (the last item's weight, so every scan below stops by the
+    // last item), so its bucket exists.
+    const std::uint64_t need = needed_weight(rank, cum_.back(), inclusive);
     std::size_t i = first_at_[static_cast<std::size_t>(need >> shift_)];
     const std::uint64_t* cum = cum_.data();
     // a bucket holds one or two boundaries in most views: two steps without
