@@ -14,6 +14,8 @@
 // neighbours, getCDF and getPMF; every double compared bit for bit.
 #include <tally/sketch/kll.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -265,4 +267,40 @@ TEST_CASE("KllSketch: the issue's cases, min and max in the view and the rounded
     CHECK(e.quantile(0.07, false) == 8);
     // below capacity every answer is exact: quantile(i / n) is the i-th item
     for (int i = 1; i <= 100; ++i) CHECK(e.quantile(i / 100.0) == i);
+}
+
+TEST_CASE("KllSketch: the natural rank is Java's, with and without rounding", "[kll][datasketches]") {
+    // Exact mode with items 1..n: quantile(r) is item `need`, where Java's
+    // getNaturalRank gives need = ceil (inclusive) or floor + 1 (exclusive)
+    // of round(r n 10^7) / 10^7, transcribed here with the division.
+    const auto java_need = [](double r, std::uint64_t n, bool inclusive) {
+        double nr = r * static_cast<double>(n);
+        if (n <= 10000000) nr = static_cast<double>(std::llround(nr * 1e7)) / 1e7;  // half up for nr >= 0
+        const double v = inclusive ? std::ceil(nr) : std::floor(nr) + 1;
+        return std::min<double>(v, static_cast<double>(n));
+    };
+    tally::test::Rng rng(7);
+    std::size_t checked = 0;
+    for (const std::uint64_t n : {1ull, 2ull, 3ull, 7ull, 10ull, 99ull, 100ull, 101ull, 999ull, 1000ull}) {
+        KllSketch<double> s(1000, 1);
+        for (std::uint64_t i = 1; i <= n; ++i) s.add(static_cast<double>(i));
+        REQUIRE(!s.is_estimation_mode());
+        std::vector<double> ranks = {0.0, 1.0, 0.07, 0.29, 0.57, 1.0 / 3};
+        for (std::uint64_t i = 0; i <= n; ++i) {
+            const double r = static_cast<double>(i) / static_cast<double>(n);
+            for (const double d : {0.0, 1e-12, -1e-12, 4e-8 / n, -4e-8 / n, 6e-8 / n, -6e-8 / n})
+                if (r + d >= 0 && r + d <= 1) ranks.push_back(r + d);
+            ranks.push_back(std::nextafter(r, 0.0));
+            if (std::nextafter(r, 2.0) <= 1) ranks.push_back(std::nextafter(r, 2.0));
+        }
+        for (int t = 0; t < 200; ++t) ranks.push_back(rng.uniform());
+        for (const double r : ranks)
+            for (const bool inc : {true, false}) {
+                INFO("n " << n << " rank " << r << " inclusive " << inc);
+                const double need = std::max(1.0, java_need(r, n, inc));
+                CHECK(s.quantile(r, inc) == need);
+                ++checked;
+            }
+    }
+    CHECK(checked > 20000);
 }
