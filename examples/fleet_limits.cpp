@@ -1,7 +1,8 @@
 // Fleet-wide rate limits with the state in Redis: every process that runs
 // this shares the same limits. Needs a redis-server on 127.0.0.1:6379 (or
-// TALLY_REDIS_HOST / TALLY_REDIS_PORT, or a unix socket TALLY_REDIS_SOCKET);
-// without one it says why and exits 1.
+// TALLY_REDIS_HOST / TALLY_REDIS_PORT, or a unix socket TALLY_REDIS_SOCKET;
+// TALLY_REDIS_PASSWORD, TALLY_REDIS_USER and TALLY_REDIS_DB for a managed
+// server); without one it says why and exits 1.
 //
 //   redis-server --port 6379 &   ./example_fleet_limits
 #include <tally/redis.hpp>
@@ -28,6 +29,11 @@ int main() {
     tally::redis::Options options;
     options.key_prefix = "tally-example:";
     options.on_error = tally::redis::FailMode::closed;  // Redis down: deny (FailMode::open would admit)
+    // Credentials and the database belong to the Client: every pooled
+    // connection is opened with them (command() refuses AUTH and SELECT).
+    if (const char* password = std::getenv("TALLY_REDIS_PASSWORD")) options.password = password;
+    if (const char* user = std::getenv("TALLY_REDIS_USER")) options.user = user;
+    if (const char* db = std::getenv("TALLY_REDIS_DB")) options.database = std::atoi(db);
     const char* socket = std::getenv("TALLY_REDIS_SOCKET");
     auto client = socket != nullptr
                       ? tally::redis::Client::connect_unix(socket, options)
