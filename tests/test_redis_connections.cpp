@@ -43,7 +43,13 @@ tally::redis::Options timeouts(milliseconds connect, milliseconds command) {
 // The shim's control, when this process runs with it preloaded.
 using SetMsFn = void (*)(int);
 using CallsFn = int (*)();
-SetMsFn shim_set_ms() { return reinterpret_cast<SetMsFn>(dlsym(RTLD_DEFAULT, "tally_slow_resolver_set_ms")); }
+SetMsFn shim_set_ms() {
+    auto f = reinterpret_cast<SetMsFn>(dlsym(RTLD_DEFAULT, "tally_slow_resolver_set_ms"));
+    // Loaded already: the redis-server this process starts must not inherit
+    // the shim (built with this test's flags, sanitizers included).
+    if (f != nullptr) ::unsetenv("LD_PRELOAD");
+    return f;
+}
 CallsFn shim_calls() { return reinterpret_cast<CallsFn>(dlsym(RTLD_DEFAULT, "tally_slow_resolver_calls")); }
 
 // Runs the named test case again in a child of this process with the shim
