@@ -74,9 +74,10 @@ enum class HllEstimator : std::uint8_t {
 /// A sketch starts sparse (HLL++, Heule, Nunkesser, Hall, EDBT 2013): one
 /// 4-byte entry per distinct index of precision p' = 25 (26 in mode
 /// datasketches: DataSketches' coupons), estimated by linear counting, nearly
-/// exact: |estimate - n| <= max(1, 0.002 n) in 99% of sketches up to n = m / 4.
-/// At m / 4 entries (the break-even with 2^p registers; 2^16 from p = 19) it
-/// turns dense.
+/// exact: |estimate - n| <= max(1, 0.002 n) in 99% of sketches while sparse.
+/// At m / 4 entries (the break-even with 2^p registers; 2^16 from p = 19;
+/// mode datasketches: where DataSketches leaves coupon mode, 3/32 m + 1
+/// entries from p = 8, 8 below) it turns dense.
 /// Flajolet et al. (AofA 2007) registers with a 64-bit hash. While a sketch has
 /// only seen adds, estimate() is the HIP estimator (Ting, KDD 2014; Cohen,
 /// PODS 2014 / TKDE 2015): unbiased, RSE sqrt(ln 2) / sqrt(m) = 0.83 / sqrt(m)
@@ -290,7 +291,7 @@ class HyperLogLog {
     /// Reads any HllSketch image DataSketches writes (LIST, SET or HLL mode;
     /// HLL_4, HLL_6 or HLL_8; compact or updatable) with lg_k in [4, 21] into
     /// a HashMode::datasketches sketch. LIST/SET coupons become sparse entries
-    /// (estimator linear_counting; dense past m / 4); an HLL image keeps its HIP state unless its
+    /// (estimator linear_counting; dense past the sparse limit); an HLL image keeps its HIP state unless its
     /// out-of-order flag is set (estimator ertl). Throws tally::FormatError
     /// on malformed bytes and on lg_k outside [4, 21].
     [[nodiscard]] static HyperLogLog from_datasketches(std::span<const std::byte> bytes);

@@ -228,7 +228,7 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
             // In mode datasketches the other's entries are inserted in order,
             // so the union turns dense where an insert would (HIP from there):
             // only other.sparse_[0, stop) join the sparse union.
-            const std::size_t limit = detail::hll_sparse_limit(p_);
+            const std::size_t limit = detail::hll_sparse_limit(p_, mode_byte());
             std::size_t stop = other.sparse_.size();
             if (ds) {
                 std::size_t size = sparse_.size();
@@ -338,7 +338,7 @@ inline HyperLogLog HyperLogLog::reduce(int precision) const {
     if (is_sparse()) {
         // The entries do not depend on p: they stay, sparse while they fit.
         out.sparse_ = sparse_;
-        if (sparse_.size() <= detail::hll_sparse_limit(precision)) {
+        if (sparse_.size() <= detail::hll_sparse_limit(precision, mode_byte())) {
             out.sparse_changed();
         } else {
             out.to_dense();
@@ -748,7 +748,7 @@ inline HyperLogLog HyperLogLog::from_datasketches(std::span<const std::byte> byt
                 e[w++] = e[i];
         }
         e.resize(w);
-        if (e.size() > detail::hll_sparse_limit(out.p_)) {
+        if (e.size() > detail::hll_sparse_limit(out.p_, out.mode_byte())) {
             out.to_dense();
         } else {
             e.shrink_to_fit();
@@ -1055,7 +1055,7 @@ inline void HyperLogLog::insert_sparse(std::uint32_t entry) noexcept {
         }
         return;
     }
-    const std::size_t limit = detail::hll_sparse_limit(p_);
+    const std::size_t limit = detail::hll_sparse_limit(p_, mode_byte());
     if (sparse_.size() >= limit) {
         // Break-even: 2^p registers take no more than the entries.
         to_dense();

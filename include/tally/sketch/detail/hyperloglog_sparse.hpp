@@ -109,5 +109,19 @@ constexpr std::size_t hll_sparse_limit(int p) noexcept {
     return quarter < 8 ? 8 : quarter > (std::size_t{1} << 16) ? std::size_t{1} << 16 : quarter;
 }
 
+/// The limit for a sketch of hash mode `mode` (a mode byte): in mode
+/// datasketches (2) DataSketches' promotion point, so that the sketch turns
+/// dense, and HIP starts, where an HllSketch of the same items leaves coupon
+/// mode. Its LIST of 8 coupons goes to HLL mode below lg_k 8; from lg_k 8 its
+/// SET goes once it holds more than 3/4 of 2^(lg_k - 3) coupons: the sparse
+/// sketch holds one entry more than the largest SET, as the HllSketch does
+/// the moment it promotes. Capped at 2^16 as above (lg_k 20, 21).
+constexpr std::size_t hll_sparse_limit(int p, std::uint8_t mode) noexcept {
+    if ((mode & 15) != 2) return hll_sparse_limit(p);
+    if (p < 8) return 8;
+    const std::size_t set = 3 * (std::size_t{1} << (p - 5)) + 1;
+    return set > (std::size_t{1} << 16) ? std::size_t{1} << 16 : set;
+}
+
 }  // namespace detail
 TALLY_END_NAMESPACE
