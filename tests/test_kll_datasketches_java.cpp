@@ -237,6 +237,13 @@ TEST_CASE("KllSketch reads Java's updatable (serial version 3) images", "[kll][d
     CHECK_THROWS_AS(S::from_datasketches(with(full, 8, 99)), tally::FormatError);   // n != weight
     CHECK_THROWS_AS(S::from_datasketches(with(empty, 8, 1)), tally::FormatError);   // n = 1, no item
     CHECK_THROWS_AS(S::from_datasketches(empty), tally::FormatError);               // float bytes
+    // Java's heap sketches write the same form with the empty flag at n = 0
+    // and the single-item flag at n = 1 (KllHelper.toByteArray(sketch, true))
+    CHECK(KllSketch<float>::from_datasketches(with(empty, 3, 1)).empty());
+    const auto one = tally::test::read_file_bytes(dir() + "java_double_k8_n1_v3.v3.bin");
+    const S single = S::from_datasketches(with(one, 3, 4));
+    CHECK(single.total() == 1);
+    CHECK(single.quantile(0.5) == S::from_datasketches(one).quantile(0.5));
     // the free space may hold anything
     auto junk = full;
     const std::size_t free_at = 20 + 4 * (static_cast<std::size_t>(full[18]) + 1) + 16;
