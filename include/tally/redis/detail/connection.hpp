@@ -228,9 +228,15 @@ struct Conn {
         owed = 0;
         unsent = timed_out = false;
         const int family = a.storage.ss_family;
-        const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        const int fd = ::socket(family, SOCK_STREAM, 0);  // flags set apart: Apple lacks SOCK_NONBLOCK
         if (fd < 0) {
             error = "connect to " + where + " failed: socket: " + std::strerror(errno);
+            return false;
+        }
+        if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK) != 0 ||
+            ::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+            error = "connect to " + where + " failed: fcntl: " + std::strerror(errno);
+            ::close(fd);
             return false;
         }
         if (family != AF_UNIX) {
