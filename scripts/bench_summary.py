@@ -75,6 +75,7 @@ PAIRS = {
                  (r"^BM_(fixed_window|sliding_window_\d+|sliding_log|token_bucket|gcra|dry_run_gcra)(_allow)?$",
                   r"BM_mutex_token_bucket_baseline/real_time/threads:1")],
     "hyperloglog": [(r"^BM_hll_distinct/(\d+)$", r"BM_unordered_set_baseline/\1")],
+    "kll": [(r"^BM_kll_(add|quantile|rank|merge16)/\d+$", r"BM_sort_baseline_\1")],
     "theta": [(r"^BM_theta_distinct/(\d+)$", r"BM_unordered_set_baseline/\1"),
               (r"^BM_theta_(union16|intersection|a_not_b)/(\d+)$", r"BM_\1_unordered_set_baseline/\2")],
     "reservoir": [(r"^BM_weighted_a_expj_add/(\d+)$", r"BM_weighted_a_res_baseline/\1")],
