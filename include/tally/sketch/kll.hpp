@@ -117,7 +117,9 @@ class KllSketch {
                 // of doubles on the query path.
                 const double x = wd * 1e7;
                 const auto t = static_cast<std::int64_t>(x);  // signed: one instruction
-                const auto big = static_cast<std::uint64_t>(t + (x - static_cast<double>(t) >= 0.5 ? 1 : 0));
+                // half up, compared without a subtraction (that a fused
+                // multiply-subtract would take from the unrounded product)
+                const auto big = static_cast<std::uint64_t>(t + (x >= static_cast<double>(t) + 0.5 ? 1 : 0));
                 need = inclusive ? (big + 9999999) / 10000000 : big / 10000000 + 1;
             } else {
                 constexpr double two64 = 18446744073709551616.0;
