@@ -246,8 +246,9 @@ TEST_CASE("redis setup: a dead server is retried with backoff, not once per call
     tally_test::RedisServer server(binary);
     tally_test::FaultProxy proxy(server.port());
     auto client = tally::redis::Client::connect("127.0.0.1", proxy.port(), timeouts(milliseconds(50), milliseconds(50)));
-    tally::redis::GcraLimiter limiter(client, Quota::per_second(100'000));
-    REQUIRE_FALSE(limiter.try_acquire("k").degraded);
+    tally::redis::GcraLimiter limiter(client, Quota::per_hour(1000));
+    const Decision first = limiter.try_acquire("k");
+    REQUIRE((first.allowed && !first.degraded && first.remaining == 999));
     // Replies swallowed: every connection attempt times out in its setup.
     proxy.set(tally_test::FaultProxy::Mode::swallow);
     const int accepted_before = proxy.accepted();
@@ -265,7 +266,12 @@ TEST_CASE("redis setup: a dead server is retried with backoff, not once per call
     CHECK(calls > 20);
     CHECK(opened <= 8);
     proxy.set(tally_test::FaultProxy::Mode::pass);
-    CHECK(calls_until_decided([&] { return limiter.try_acquire("k"); }) > 0);
+    CHECK(calls_until_decided([&] { return limiter.try_acquire("k", 0); }) > 0);
+    // Only calls that had a connection reached the server (the one in flight
+    // when the replies stopped): the degraded ones charged nothing.
+    const Decision peek = limiter.try_acquire("k", 0);
+    INFO("remaining after " << calls << " degraded calls: " << peek.remaining);
+    CHECK(peek.remaining >= 997);
 }
 
 // ---------------------------------------------------------------------------
