@@ -445,11 +445,12 @@ class ConcurrencyPermit {
 /// RTT of each finished call, as Netflix concurrency-limits' SimpleLimiter.
 /// Guarantee: a permit is granted only while inflight < the limit in force,
 /// so no grant takes inflight() past the limit (a lowered limit admits
-/// nobody until enough permits come back). Cost: try_acquire is one compare-exchange;
-/// ignore() one fetch_sub; success/dropped one compare-exchange plus, to fold
-/// the sample into the algorithm, one more that publishes the new limit. The
-/// fold never delays an acquire: a releaser that finds another folding
-/// queues its sample and leaves, and every sample is applied, in some order
+/// nobody until enough permits come back). Cost: try_acquire is one
+/// compare-exchange; ignore() one fetch_sub; success/dropped one
+/// compare-exchange that also takes the fold lock, and a plain store that
+/// publishes the new limit and unlocks. The fold never delays an acquire: a
+/// releaser that finds another folding queues its sample and leaves; every
+/// sample is applied, in some order, by the next fold at the latest
 /// (docs/concurrency.md). acquire_until waits, oldest or
 /// newest waiter first (WaitOrder), never past its deadline. Memory: about
 /// 2.5 KiB. Thread safety: all calls are thread-safe.

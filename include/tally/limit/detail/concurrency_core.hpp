@@ -1,27 +1,30 @@
 // tally/limit/detail/concurrency_core.hpp: the machinery behind
 // ConcurrencyLimiter and PartitionedConcurrencyLimiter (limit/concurrency.hpp).
 //
-// One 64-bit word holds everything an acquire reads:
+// One 64-bit word holds what an acquire reads, and a second word on the same
+// cache line says which fold finished last:
 //
-//   bits 0..29   permits in flight
-//   bit  30      locked: one releaser is folding samples into the algorithm
-//   bit  31      pending: a sample was queued while the lock was held
-//   bits 32..63  the limit in force
+//   word_  bits 0..23 in flight | bit 24 locked | bits 25..30 epoch | 32..63 limit
+//   done_  bits 25..30 the epoch of the last finished fold | 32..63 its limit
 //
-// acquire  one compare-exchange: count + 1 while count < limit.
+// A word locked by an epoch that done_ reports finished is free, with done_'s
+// limit ("settled"); whoever next changes the word writes the settled value.
+//
+// acquire  one compare-exchange: count + 1 while count < the settled limit.
 // ignore   one fetch_sub.
-// success / dropped  one compare-exchange that both decrements and, when the
-//   word is unlocked, takes the lock; the holder applies its sample, drains
-//   the queue, and unlocks with one more compare-exchange that publishes the
-//   new limit. A releaser that finds the word locked pushes its sample onto a
-//   bounded lock-free queue (Vyukov's MPMC ring) and sets `pending` in the
-//   same compare-exchange as its decrement, so the holder cannot unlock
-//   without seeing it; if the holder unlocked first, the compare-exchange
-//   fails, the releaser sees the word unlocked and drains the queue itself.
-//   An acquire never waits: it only retries its compare-exchange when the
-//   word changed. A releaser that finds the queue full (the holder was
-//   descheduled while 64 others finished) yields until there is room or the
-//   lock is free: no sample is ever lost, and only releases can wait.
+// success / dropped  one compare-exchange that decrements and, when the
+//   settled word is free, locks it with the next epoch; the holder applies
+//   its sample, drains the queue, and publishes the new limit with its epoch
+//   in done_: a plain store, which is also the unlock. So an uncontended
+//   permit costs two read-modify-writes in all (against a mutex's four).
+//   A releaser that finds a holder active pushes its sample onto a bounded
+//   lock-free queue (Vyukov's MPMC ring) and decrements. After publishing,
+//   the holder looks once more at the queue and folds what came meanwhile; a
+//   sample pushed at the very instant of the unlock can be left for the next
+//   fold (the next success or drop, or algorithm()), never lost. An acquire
+//   never waits: it only retries its compare-exchange when the word changed.
+//   A releaser that finds the queue full (the holder was descheduled while
+//   64 others finished) yields until there is room or the lock is free.
 //
 // Waiting (acquire_until) registers in a mutex-guarded list of waiters, each
 // with its own condition variable; a release reads the waiter count (one
@@ -105,6 +108,11 @@ class SampleRing {
         return true;
     }
 
+    // Consumer only: the next slot to pop.
+    [[nodiscard]] std::uint64_t head() const noexcept { return head_; }
+    // Slots claimed by producers so far.
+    [[nodiscard]] std::uint64_t tail() const noexcept { return tail_.load(std::memory_order_acquire); }
+
   private:
     struct Slot {
         std::atomic<std::uint64_t> seq;
@@ -118,32 +126,36 @@ class SampleRing {
 template <class Algorithm>
 class ConcurrencyCore {
   public:
-    static constexpr std::uint64_t count_mask = (std::uint64_t{1} << 30) - 1;
-    static constexpr std::uint64_t locked = std::uint64_t{1} << 30;
-    static constexpr std::uint64_t pending = std::uint64_t{1} << 31;
+    static constexpr std::uint64_t count_mask = (std::uint64_t{1} << 24) - 1;
+    static constexpr std::uint64_t locked = std::uint64_t{1} << 24;
+    static constexpr unsigned epoch_shift = 25;
+    static constexpr std::uint64_t epoch_mask = std::uint64_t{63} << epoch_shift;
     static constexpr int max_limit = static_cast<int>(count_mask);
 
     ConcurrencyCore(Algorithm a, WaitOrder order) : alg_(std::move(a)), order_(order) {
         word_.store(static_cast<std::uint64_t>(clamp(alg_.limit())) << 32, std::memory_order_relaxed);
+        done_.store(0, std::memory_order_relaxed);
     }
 
     // The in-flight count after the increment, or 0 when at the limit.
-    int try_acquire(std::memory_order load_order = std::memory_order_relaxed) noexcept {
+    int try_acquire(std::memory_order load_order = std::memory_order_acquire) noexcept {
         std::uint64_t w = word_.load(load_order);
         for (;;) {
-            const std::uint64_t count = w & count_mask;
-            if (count >= (w >> 32)) return 0;
-            if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acquire, std::memory_order_relaxed))
+            const std::uint64_t v = settled(w);
+            const std::uint64_t count = v & count_mask;
+            if (count >= (v >> 32)) return 0;
+            if (word_.compare_exchange_weak(w, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
                 return static_cast<int>(count + 1);
         }
     }
     // Past the limit (a partition's guaranteed share); count_mask bounds it.
     int add_unchecked() noexcept {
-        std::uint64_t w = word_.load(std::memory_order_relaxed);
+        std::uint64_t w = word_.load(std::memory_order_acquire);
         for (;;) {
-            if ((w & count_mask) == count_mask) return 0;
-            if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acquire, std::memory_order_relaxed))
-                return static_cast<int>((w & count_mask) + 1);
+            const std::uint64_t v = settled(w);
+            if ((v & count_mask) == count_mask) return 0;
+            if (word_.compare_exchange_weak(w, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+                return static_cast<int>((v & count_mask) + 1);
         }
     }
 
@@ -157,12 +169,14 @@ class ConcurrencyCore {
             release_ignore();
         } else {
             bool queued = false;
-            std::uint64_t w = word_.load(std::memory_order_relaxed);
+            std::uint64_t w = word_.load(std::memory_order_acquire);
             for (;;) {
-                if (!(w & locked)) {
-                    if (word_.compare_exchange_weak(w, (w - 1) | locked, std::memory_order_seq_cst,
-                                                    std::memory_order_relaxed)) {
-                        hold(queued ? nullptr : &s);
+                const std::uint64_t v = settled(w);
+                if (!(v & locked)) {
+                    // Decrement and take the lock in one step.
+                    const std::uint64_t mine = ((v - 1) & ~epoch_mask) | locked | next_epoch(v);
+                    if (word_.compare_exchange_weak(w, mine, std::memory_order_seq_cst, std::memory_order_acquire)) {
+                        fold(queued ? nullptr : &s, mine);
                         break;
                     }
                 } else if (!queued) {
@@ -172,36 +186,30 @@ class ConcurrencyCore {
                         queued = true;
                     else
                         std::this_thread::yield();
-                    w = word_.load(std::memory_order_relaxed);
-                } else if (word_.compare_exchange_weak(w, (w - 1) | pending, std::memory_order_seq_cst,
-                                                       std::memory_order_relaxed)) {
-                    break;
+                    w = word_.load(std::memory_order_acquire);
+                } else if (word_.compare_exchange_weak(w, w - 1, std::memory_order_seq_cst,
+                                                       std::memory_order_acquire)) {
+                    break;  // the holder, or the next one, applies it
                 }
             }
             wake_one();
         }
     }
 
-    [[nodiscard]] int limit() const noexcept { return static_cast<int>(word_.load(std::memory_order_relaxed) >> 32); }
+    [[nodiscard]] int limit() const noexcept {
+        return static_cast<int>(settled(word_.load(std::memory_order_acquire)) >> 32);
+    }
     [[nodiscard]] int inflight() const noexcept {
         return static_cast<int>(word_.load(std::memory_order_relaxed) & count_mask);
     }
 
     // A copy of the algorithm, taken under the lock (queued samples applied).
     [[nodiscard]] Algorithm algorithm() noexcept {
-        std::uint64_t w = word_.load(std::memory_order_relaxed);
-        for (;;) {
-            if (w & locked) {
-                std::this_thread::yield();
-                w = word_.load(std::memory_order_relaxed);
-            } else if (word_.compare_exchange_weak(w, w | locked, std::memory_order_acquire,
-                                                   std::memory_order_relaxed)) {
-                break;
-            }
-        }
+        std::uint64_t mine;
+        while (!try_lock(mine)) std::this_thread::yield();
         drain();
         Algorithm copy = alg_;
-        unlock();
+        finish(mine);
         return copy;
     }
 
@@ -251,22 +259,46 @@ class ConcurrencyCore {
         ConcurrencySample s;
         while (ring_.pop(s)) apply(s);
     }
-    void hold(const ConcurrencySample* own) noexcept {
+
+    // The word as it stands once a finished holder's release is counted: a
+    // word locked by an epoch that done_ reports finished is free, with the
+    // limit that holder published.
+    [[nodiscard]] std::uint64_t settled(std::uint64_t w) const noexcept {
+        if (!(w & locked)) return w;
+        const std::uint64_t d = done_.load(std::memory_order_acquire);
+        if ((d & epoch_mask) != (w & epoch_mask)) return w;
+        return (w & (count_mask | epoch_mask)) | (d & ~std::uint64_t{0xffffffff});
+    }
+    [[nodiscard]] static std::uint64_t next_epoch(std::uint64_t v) noexcept {
+        return (v + (std::uint64_t{1} << epoch_shift)) & epoch_mask;
+    }
+    // Takes the lock without changing the count; false if a holder is active.
+    bool try_lock(std::uint64_t& mine) noexcept {
+        std::uint64_t w = word_.load(std::memory_order_acquire);
+        for (;;) {
+            const std::uint64_t v = settled(w);
+            if (v & locked) return false;
+            mine = (v & ~epoch_mask) | locked | next_epoch(v);
+            if (word_.compare_exchange_weak(w, mine, std::memory_order_seq_cst, std::memory_order_acquire)) return true;
+        }
+    }
+    // The holder of epoch `mine`: apply, drain, publish.
+    void fold(const ConcurrencySample* own, std::uint64_t mine) noexcept {
         if (own) apply(*own);
         drain();
-        unlock();
+        finish(mine);
     }
-    // Publish the limit and unlock; samples queued meanwhile are drained first.
-    void unlock() noexcept {
-        std::uint64_t w = word_.load(std::memory_order_relaxed);
-        for (;;) {
-            if (w & pending) {
-                if (word_.compare_exchange_weak(w, w & ~pending, std::memory_order_acquire, std::memory_order_relaxed))
-                    drain();
-                continue;
-            }
-            const std::uint64_t next = (w & count_mask) | (static_cast<std::uint64_t>(clamp(alg_.limit())) << 32);
-            if (word_.compare_exchange_weak(w, next, std::memory_order_seq_cst, std::memory_order_relaxed)) return;
+    // Publishing the limit with the holder's epoch releases the lock: one
+    // plain store, no read-modify-write. A sample queued after the drain is
+    // picked up by its own releaser when it sees the lock free, by the check
+    // below, or else by the next fold.
+    void finish(std::uint64_t mine) noexcept {
+        for (int round = 0;; ++round) {
+            const std::uint64_t head = ring_.head();
+            done_.store((static_cast<std::uint64_t>(clamp(alg_.limit())) << 32) | (mine & epoch_mask),
+                        std::memory_order_release);
+            if (round == 1 || ring_.tail() == head || !try_lock(mine)) return;
+            drain();
         }
     }
 
@@ -289,7 +321,10 @@ class ConcurrencyCore {
         w.cv.notify_one();
     }
 
+    // done_ shares word_'s line: a fold writes both, an acquire after a
+    // fold reads both.
     alignas(false_sharing_size) std::atomic<std::uint64_t> word_{0};
+    std::atomic<std::uint64_t> done_{0};
     alignas(false_sharing_size) Algorithm alg_;
     SampleRing ring_;
     alignas(false_sharing_size) std::atomic<int> waiters_{0};
