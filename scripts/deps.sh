@@ -54,7 +54,7 @@ tally_need_packages() {
 
 # Base toolchain every script needs.
 tally_base_deps() {
-    tally_need_packages cmake make g++ catch2 libbenchmark-dev python3 redis-server redis-tools ca-certificates \
+    tally_need_packages cmake make g++ catch2 libbenchmark-dev python3 python3-matplotlib redis-server redis-tools ca-certificates \
         libhiredis-dev pkg-config postgresql-15 postgresql-15-hll postgresql-15-tdigest libpq-dev \
         -- cmake catch2 google-benchmark python redis hiredis pkgconf postgresql@15 libpq
     # redis-server and redis-cli (redis-tools: the cluster test joins its nodes
