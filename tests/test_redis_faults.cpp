@@ -12,6 +12,7 @@
 
 #include "catch.hpp"
 #include "redis_test_support.hpp"
+#include "wake_latency.hpp"
 
 using tally::Decision;
 using tally::Quota;
@@ -28,8 +29,15 @@ tally::redis::Options fast(FailMode mode) {
     return o;
 }
 
-std::chrono::milliseconds since(Clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t);
+// A call's bound: its deadline plus 50 ms, plus how late this machine was
+// measured to wake a sleeping thread while the call ran.
+tally_test::WakeLatency& wake() {
+    static tally_test::WakeLatency probe;
+    return probe;
+}
+bool within_deadline(Clock::time_point t) {
+    const auto took = Clock::now() - t;
+    return took <= std::chrono::milliseconds(100) + wake().worst_between(t, t + took);
 }
 
 // Calls until one is not degraded (bounded in calls and time).
@@ -62,21 +70,21 @@ TEST_CASE("redis faults: SIGSTOP gives degraded decisions within the timeout, SI
     for (int i = 0; i < 3; ++i) {  // the open connection, then fresh ones (the kernel still accepts)
         auto t = Clock::now();
         const Decision c = closed.try_acquire("k");
-        CHECK(since(t) <= std::chrono::milliseconds(100));
+        CHECK(within_deadline(t));
         CHECK(c == Decision{false, 0, 50'000'000, 0, true});
         t = Clock::now();
         const Decision o = open.try_acquire("k");
-        CHECK(since(t) <= std::chrono::milliseconds(100));
+        CHECK(within_deadline(t));
         CHECK(o == Decision{true, 0, 0, 0, true});
         t = Clock::now();
         std::vector<std::string_view> keys{"a", "b", "c"};
         std::vector<Decision> out(3, Decision{false, 0, 0, 0});
         closed.try_acquire_batch(keys, out);
-        CHECK(since(t) <= std::chrono::milliseconds(100));
+        CHECK(within_deadline(t));
         for (const auto& d : out) CHECK(d.degraded);
         t = Clock::now();
         CHECK(window.try_acquire("w").degraded);
-        CHECK(since(t) <= std::chrono::milliseconds(100));
+        CHECK(within_deadline(t));
     }
     CHECK(closed.degraded_count() == 3 * 4);
     CHECK(open.degraded_count() == 3);
@@ -99,7 +107,7 @@ TEST_CASE("redis faults: a killed server restarted on the same port is reconnect
     for (int i = 0; i < 3; ++i) {
         const auto t = Clock::now();
         CHECK(limiter.try_acquire("k").degraded);
-        CHECK(since(t) <= std::chrono::milliseconds(100));
+        CHECK(within_deadline(t));
     }
     server.restart();
     // The new server has neither the script (NOSCRIPT -> reload) nor the key,

@@ -22,6 +22,7 @@
 #include "catch.hpp"
 #include "redis_proxy.hpp"
 #include "redis_test_support.hpp"
+#include "wake_latency.hpp"
 
 using tally::Decision;
 using tally::Quota;
@@ -35,11 +36,17 @@ namespace {
 constexpr auto kTimeout = std::chrono::milliseconds(50);
 // The bound of a call: its command_timeout plus 10 ms (the poll tick of a
 // millisecond, scheduling). The median call must meet it; every call must
-// meet kHard, which leaves room for a thread that a loaded 2-core machine
-// (load average 12 and more, measured) does not schedule for tens of ms,
-// and is still far below what a per-syscall timeout gives (seconds).
+// meet kHard. Both grow by how late this machine was measured to wake a
+// sleeping thread while the calls ran (wake()), so a loaded machine widens
+// them by what it did, not by a guess; either stays far below what a
+// per-syscall timeout gives (seconds).
 constexpr auto kBound = kTimeout + std::chrono::milliseconds(10);
 constexpr auto kHard = kTimeout + std::chrono::milliseconds(50);
+
+tally_test::WakeLatency& wake() {
+    static tally_test::WakeLatency probe;
+    return probe;
+}
 
 Clock::duration median(std::vector<Clock::duration> v) {
     if (v.empty()) return {};
@@ -111,6 +118,7 @@ TEST_CASE("redis deadline: delayed, trickled, swallowed and cut replies end with
         proxy.set(f.mode, std::chrono::milliseconds(f.interval_ms));
         std::vector<Clock::duration> took;
         int degraded = 0;
+        const auto fault_start = Clock::now();
         for (int i = 0; i < 4; ++i) {
             Decision d{false, 0, 0, 0};
             took.push_back(timed([&] { d = limiter.try_acquire("k"); }));
@@ -127,9 +135,10 @@ TEST_CASE("redis deadline: delayed, trickled, swallowed and cut replies end with
             if (out[0].degraded == false && out[0].allowed) ++admitted;
         }
         const auto worst = *std::max_element(took.begin(), took.end());
-        INFO("median call " << ms(median(took)) << ", worst " << ms(worst));
-        CHECK(median(took) <= kBound);
-        CHECK(worst <= kHard);
+        const auto late = wake().worst_since(fault_start);
+        INFO("median call " << ms(median(took)) << ", worst " << ms(worst) << ", wake-up lateness " << ms(late));
+        CHECK(median(took) <= kBound + late);
+        CHECK(worst <= kHard + late);
         if (f.mode != Mode::delay || f.interval_ms > 50) CHECK(degraded >= 3);
         // Healthy again: the connection that failed was dropped, so the next
         // calls read their own replies (exact remaining counts).
@@ -156,26 +165,30 @@ TEST_CASE("redis deadline: a script reload and a reconnect share the call's dead
     // in sequence) cannot fit in 50 ms; the call must end at its deadline.
     proxy.set(Mode::delay, std::chrono::milliseconds(30));
     std::vector<Clock::duration> took;
+    auto start = Clock::now();
     for (int i = 0; i < 3; ++i) {
         REQUIRE(tally_test::must(admin.command({"SCRIPT", "FLUSH"})).str == "OK");
         Decision d{false, 0, 0, 0};
+        const auto t = Clock::now();
         took.push_back(timed([&] { d = limiter.try_acquire("k"); }));
         INFO("call " << i << " took " << ms(took.back()) << ": " << limiter.last_error());
-        CHECK(took.back() <= kHard);
+        CHECK(took.back() <= kHard + wake().worst_between(t, t + took.back()));
     }
-    CHECK(median(took) <= kBound);
+    CHECK(median(took) <= kBound + wake().worst_since(start));
     // A reconnect (the proxy cut the connection) plus the policy read plus
     // the call, each delayed: one deadline for all.
     proxy.set(Mode::cut_reply);
     CHECK(limiter.try_acquire("k").degraded);
     proxy.set(Mode::delay, std::chrono::milliseconds(30));
     took.clear();
+    start = Clock::now();
     for (int i = 0; i < 3; ++i) {
+        const auto t = Clock::now();
         took.push_back(timed([&] { (void)limiter.try_acquire("k"); }));
         INFO("reconnecting call " << i << " took " << ms(took.back()));
-        CHECK(took.back() <= kHard);
+        CHECK(took.back() <= kHard + wake().worst_between(t, t + took.back()));
     }
-    CHECK(median(took) <= kBound);
+    CHECK(median(took) <= kBound + wake().worst_since(start));
     proxy.set(Mode::pass);
     CHECK(recovers([&] { return limiter.try_acquire("k", 0); }));
 }
@@ -228,6 +241,7 @@ TEST_CASE("redis deadline: 8 threads sharing one Client through a 1 s SIGSTOP ne
                 }
             }
         });
+    const auto test_start = Clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     server.pause();
     paused.store(true);
@@ -243,7 +257,7 @@ TEST_CASE("redis deadline: 8 threads sharing one Client through a 1 s SIGSTOP ne
                        << " ms, median degraded call " << ms(median(all))
                        << "; calls while paused " << calls_during.load() << ", degraded " << degraded_during.load()
                        << "; pool " << client.pool_size());
-    CHECK(median(all) <= kBound);
+    CHECK(median(all) <= kBound + wake().worst_since(test_start));
     // A call may be left unscheduled as long as the loop around it was, once
     // as it wakes from its wait for a connection and once on its way out.
     CHECK(worst_us.load() <=

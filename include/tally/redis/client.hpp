@@ -707,8 +707,10 @@ class Client {
                     // In slices, so a closing Client is not held up.
                     l.conn->timed_out = false;
                     Reply r;
-                    if (l.conn->read(std::min(l.until, Clock::now() + std::chrono::milliseconds(20)), n.where, r))
+                    if (l.conn->read(std::min(l.until, Clock::now() + std::chrono::milliseconds(20)), n.where, r)) {
+                        note_late_reply(n, r);
                         continue;
+                    }
                     ok = l.conn->alive() && Clock::now() < l.until && !stopping_now();
                 }
                 l.conn->timed_out = false;
@@ -898,17 +900,32 @@ class Client {
             const long long cnt = e[e.size() - 2].integer;
             const bool detected = e[e.size() - 1].integer == 1;
             e.resize(e.size() - 2);
-            if (cluster) return true;
+            note_sentinel(n, cnt, detected);
+            return true;
+        }
+        // What a script reply says of the sentinel; also for the late
+        // replies the drainer reads, so a loss that a timed-out call
+        // detected is still counted and its count remembered.
+        void note_sentinel(Node& n, long long cnt, bool detected) {
+            if (cluster) return;
             std::lock_guard<std::mutex> lock(mu);
             // After a loss the count starts again: take the new one as is.
             n.seen.count = detected ? cnt : std::max(n.seen.count, cnt);
             if (detected) {
                 lost.fetch_add(1, std::memory_order_relaxed);
                 set_error("state lost on " + n.where +
-                        " (restart without persistence, FLUSHALL or a lossy failover): keys that come back missing "
-                        "start spent for one time to full replenishment");
+                          " (restart without persistence, FLUSHALL or a lossy failover): keys that come back missing "
+                          "start spent for one time to full replenishment");
             }
-            return true;
+        }
+        void note_late_reply(Node& n, const Reply& r) {
+            if (r.type != Reply::Type::array || r.elements.size() < 3) return;
+            const auto& e = r.elements;
+            if (e.back().type != Reply::Type::string ||
+                !protocol::detail::int_in(e[e.size() - 3], 0, (1LL << 53) - 1) ||
+                !protocol::detail::int_in(e[e.size() - 2], 0, 1))
+                return;
+            note_sentinel(n, e[e.size() - 3].integer, e[e.size() - 2].integer == 1);
         }
         // Reads the replies of send() into replies[g.idx...]; NOSCRIPT: the
         // script did not run, reload it and repeat those calls once.
