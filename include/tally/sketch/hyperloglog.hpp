@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cmath>
 #include <concepts>
+#include <limits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include "../core/serialize.hpp"
 #include "../core/summary.hpp"
 #include "detail/hyperloglog_datasketches.hpp"
+#include "detail/hyperloglog_datasketches_estimators.hpp"
 #include "detail/hyperloglog_estimator.hpp"
 #include "detail/hyperloglog_postgres.hpp"
 #include "detail/hyperloglog_redis.hpp"
@@ -91,15 +93,15 @@ enum class HllEstimator : std::uint8_t {
 /// O(log k + k) (a sorted insert), its estimate O(1). Memory: ~330 bytes plus
 /// 4 bytes per sparse entry (at most the 2^p register bytes; 8 entries at
 /// p = 4), or plus 2^p bytes of registers when dense.
-/// p in [4, 18] ([4, 21] in mode datasketches). Hash modes (HllHashMode)
-/// match Redis (to_redis/from_redis) and Apache DataSketches
-/// (to_datasketches/from_datasketches) register for register. total() counts add calls (of this sketch and of those merged
-/// into it), not distinct items.
+/// p in [4, 18] ([4, 21] in mode datasketches). Hash modes match Redis and
+/// Apache DataSketches register for register; mode datasketches also answers
+/// estimate() and lower/upper_bound() as DataSketches Java's HllSketch does
+/// on the same image (its coupon, composite and bound tables). total() counts
+/// add calls (merged ones included), not distinct items.
 ///
 /// Thread safety: writers (add, merge, clear) need exclusive access; const
-/// members may run concurrently with each other (one computes a pending
-/// histogram or register array, the others wait). Give each thread its own
-/// sketch and merge.
+/// members may run concurrently (one computes a pending histogram or register
+/// array, the others wait). Give each thread its own sketch and merge.
 ///
 ///     tally::HyperLogLog hll(14);
 ///     for (const auto& user : events) hll.add(user);
@@ -171,8 +173,21 @@ class HyperLogLog {
     // ---- queries (const, thread-safe among themselves) ---------------------
 
     /// The estimated number of distinct items: linear counting while sparse,
-    /// HIP while estimator() == hip, else ertl_estimate(). O(1).
+    /// HIP while estimator() == hip, else ertl_estimate(). O(1). Mode
+    /// datasketches answers as DataSketches Java's getEstimate(): its coupon
+    /// table while sparse, HIP, else its composite estimator (in place of
+    /// Ertl's; ertl_estimate() still gives Ertl's).
     [[nodiscard]] double estimate() const noexcept;
+
+    /// Bounds of about num_std_dev standard errors around estimate()
+    /// (num_std_dev 1, 2 or 3, else std::invalid_argument). Mode
+    /// datasketches: DataSketches Java's getLowerBound/getUpperBound (its
+    /// relative-error tables up to p = 12). Other modes: estimate() / (1 +- s
+    /// relative_standard_error()), the lower one at least the number of
+    /// nonzero registers (sparse: entries); the upper one infinite where s
+    /// RSE >= 1. O(1) (O(m) once after a merge).
+    [[nodiscard]] double lower_bound(int num_std_dev) const;
+    [[nodiscard]] double upper_bound(int num_std_dev) const;
 
     /// Which estimator estimate() uses.
     [[nodiscard]] Estimator estimator() const noexcept;
@@ -328,6 +343,8 @@ class HyperLogLog {
     }
 
     static int check_precision(int precision, HashMode mode, const char* who);
+    double sparse_estimate() const noexcept;
+    double bound(int num_std_dev, bool upper, const char* who) const;
     static constexpr int max_rank(int p, HashMode mode) noexcept {
         return mode == HashMode::datasketches ? detail::ds_hll_max_rank : 64 - p + 1;
     }

@@ -120,8 +120,50 @@ inline void HyperLogLog::clear() noexcept {
 // ---- queries ---------------------------------------------------------------
 
 inline double HyperLogLog::estimate() const noexcept {
-    if (is_sparse()) return detail::hll_sparse_estimate(sparse_.size(), mode_byte());
-    return hip_valid_ ? hip_ : ertl_estimate();
+    if (is_sparse()) return sparse_estimate();
+    if (hip_valid_) return hip_;
+    if (mode_ != HashMode::datasketches) return ertl_estimate();
+    ensure_histogram();
+    return detail::ds_composite_estimate(p_, kxq0_ + kxq1_, hist_[0]);
+}
+
+inline double HyperLogLog::sparse_estimate() const noexcept {
+    if (mode_ == HashMode::datasketches) return detail::ds_coupon_estimate(sparse_.size());
+    return detail::hll_sparse_estimate(sparse_.size(), mode_byte());
+}
+
+inline double HyperLogLog::lower_bound(int num_std_dev) const {
+    return bound(num_std_dev, false, "tally::HyperLogLog::lower_bound");
+}
+
+inline double HyperLogLog::upper_bound(int num_std_dev) const {
+    return bound(num_std_dev, true, "tally::HyperLogLog::upper_bound");
+}
+
+inline double HyperLogLog::bound(int num_std_dev, bool upper, const char* who) const {
+    detail::check_range(who, "num_std_dev", num_std_dev, 1, 3);
+    if (mode_ == HashMode::datasketches) {
+        // A sparse sketch at the promotion point is an HLL-mode HllSketch
+        // (to_datasketches writes it so): HIP bounds around the same estimate.
+        if (is_sparse() && detail::ds_keeps_coupons(p_, sparse_.size()))
+            return detail::ds_coupon_bound(sparse_.size(), num_std_dev, upper);
+        ensure_histogram();
+        return detail::ds_hll_bound(p_, estimate(), hist_[0], num_std_dev, upper, !(is_sparse() || hip_valid_));
+    }
+    // The estimate over (1 -+ s RSE); below, never under the distinct
+    // registers (sparse: entries) the sketch has seen.
+    const double est = estimate();
+    const double e = num_std_dev * relative_standard_error();
+    if (upper) return e < 1.0 ? est / (1.0 - e) : std::numeric_limits<double>::infinity();
+    double seen;
+    if (is_sparse()) {
+        seen = static_cast<double>(sparse_.size());
+    } else {
+        ensure_histogram();
+        seen = static_cast<double>(register_count() - hist_[0]);
+    }
+    const double b = est / (1.0 + e);
+    return b > seen ? b : seen;
 }
 
 inline HllEstimator HyperLogLog::estimator() const noexcept {
@@ -1082,7 +1124,7 @@ inline void HyperLogLog::sparse_changed() noexcept {
 }
 
 inline void HyperLogLog::to_dense() {
-    const double start = detail::hll_sparse_estimate(sparse_.size(), mode_byte());
+    const double start = sparse_estimate();
     registers_.assign(register_count(), 0);
     for (const std::uint32_t e : sparse_) {
         const auto [index, rank] = detail::hll_sparse_register(e, p_, mode_byte());
