@@ -32,13 +32,24 @@
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-// The cubic through four points at x, in Lagrange form. Kept apart from FMA
-// contraction where the compiler honours the pragma (a fused product would
-// round differently from DataSketches' separate ones).
-inline double ds_cubic(const double* xs, const double* ys, double x) noexcept {
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
+// A product rounded on its own: the compiler may not fuse it into the add
+// that follows (-ffp-contract=fast with FMA hardware, clang's default on
+// arm64), which would round differently from DataSketches' Java.
+inline double ds_rounded(double x) noexcept {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __asm__("" : "+x"(x));
+#elif defined(__GNUC__) && defined(__aarch64__)
+    __asm__("" : "+w"(x));
+#else
+    volatile double v = x;
+    x = v;
 #endif
+    return x;
+}
+
+// The cubic through four points at x, in Lagrange form (no product here
+// feeds an add directly: each term is a quotient).
+inline double ds_cubic(const double* xs, const double* ys, double x) noexcept {
     const double x0 = xs[0], x1 = xs[1], x2 = xs[2], x3 = xs[3];
     const double n0 = (x - x1) * (x - x2) * (x - x3);
     const double n1 = (x - x0) * (x - x2) * (x - x3);
@@ -92,7 +103,7 @@ inline constexpr double ds_coupon_rse = 0.409 / (1 << 13);
 inline double ds_coupon_bound(std::uint64_t coupons, int num_std_dev, bool upper) noexcept {
     const double c = static_cast<double>(coupons);
     const double raw = ds_coupon_interpolate(c);
-    const double e = num_std_dev * ds_coupon_rse;
+    const double e = ds_rounded(num_std_dev * ds_coupon_rse);
     const double b = upper ? raw / (1.0 - e) : raw / (1.0 + e);
     return b > c ? b : c;
 }
@@ -104,13 +115,13 @@ inline double ds_harmonic(std::uint64_t n) noexcept {
     const double inv_sq = 1.0 / (x * x);
     double sum = std::log(x) + 0.577215664901532860606512090082 + 1.0 / (2.0 * x);
     double pow = inv_sq;
-    sum -= pow * (1.0 / 12.0);
+    sum -= ds_rounded(pow * (1.0 / 12.0));
     pow *= inv_sq;
-    sum += pow * (1.0 / 120.0);
+    sum += ds_rounded(pow * (1.0 / 120.0));
     pow *= inv_sq;
-    sum -= pow * (1.0 / 252.0);
+    sum -= ds_rounded(pow * (1.0 / 252.0));
     pow *= inv_sq;
-    sum += pow * (1.0 / 240.0);
+    sum += ds_rounded(pow * (1.0 / 240.0));
     return sum;
 }
 
