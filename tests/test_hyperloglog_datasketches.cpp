@@ -26,6 +26,7 @@
 #include <tally/sketch/hyperloglog.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -475,9 +476,11 @@ TEST_CASE("HyperLogLog: DataSketches LIST/SET images keep their coupons and Data
         const HyperLogLog h = HyperLogLog::from_datasketches(image);
         CHECK(h.sparse());
         CHECK(h.estimator() == tally::HllEstimator::linear_counting);
+        // DataSketches' coupon table, as DataSketches C++ interpolates it
+        const auto ia = std::bit_cast<std::int64_t>(h.estimate()), ib = std::bit_cast<std::int64_t>(ds_estimate);
+        CHECK((ia > ib ? ia - ib : ib - ia) <= 4);
         const double rel = std::fabs(h.estimate() - ds_estimate) / ds_estimate;
         worst = std::max(worst, rel);
-        CHECK(rel <= 0.0005);
         // The coupons come back out, in the mode DataSketches used.
         const auto exported = h.to_datasketches();
         CHECK((std::to_integer<int>(exported[7]) & 3) == (mode == "LIST" ? 0 : 1));
@@ -491,7 +494,7 @@ TEST_CASE("HyperLogLog: DataSketches LIST/SET images keep their coupons and Data
     CHECK(images == 596);
     CHECK(sets > 250);
     INFO("worst relative difference " << worst);
-    CHECK(worst < 0.0001);
+    CHECK(worst < 1e-15);
 }
 
 TEST_CASE("HyperLogLog: to_datasketches of a sparse sketch follows DataSketches' LIST/SET sizes",

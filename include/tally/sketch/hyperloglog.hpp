@@ -65,8 +65,9 @@ enum class HllEstimator : std::uint8_t {
     /// Ertl's improved estimator over the registers: after merge, reduce or
     /// decoding a sketch without HIP state.
     ertl = 1,
-    /// Linear counting over the 2^25 (mode datasketches: 2^26) sparse index
-    /// while the sketch is sparse (HLL++, Heule et al. 2013).
+    /// Linear counting over the 2^25 sparse index while the sketch is sparse
+    /// (HLL++, Heule et al. 2013); mode datasketches: DataSketches' coupon
+    /// table over its 2^26 addresses.
     linear_counting = 2,
 };
 
@@ -389,7 +390,7 @@ class HyperLogLog {
     // The sparse entries changed: the register view and histogram are stale.
     void sparse_changed() noexcept;
     // Exclusive access: the entries become 2^p registers; HIP starts from
-    // the linear-counting estimate.
+    // the sparse estimate.
     void to_dense();
     // Sparse entries (or the empty sketch), not a dense sketch's registers
     // (allocated or still a decoded list).

@@ -743,7 +743,7 @@ inline std::vector<std::byte> HyperLogLog::to_datasketches(DataSketchesHll type)
         for (const std::uint32_t e : sparse_) coupons.push_back(((e & 63) << 26) | (e >> 6));
         return detail::ds_coupon_encode(p_, coupons, type);
     }
-    // A sparse sketch sends its linear-counting estimate as the HIP state
+    // A sparse sketch sends its sparse estimate as the HIP state
     // (HIP continues from any accurate start, as in to_dense()).
     const bool sparse_now = is_sparse();
     const bool hip = sparse_now || hip_valid_;
