@@ -76,7 +76,7 @@ enum class HllEstimator : std::uint8_t {
 ///
 /// A sketch starts sparse (HLL++, Heule, Nunkesser, Hall, EDBT 2013): one
 /// 4-byte entry per distinct index of precision p' = 25 (26 in mode
-/// datasketches: DataSketches' coupons), estimated by linear counting, nearly
+/// datasketches: one per DataSketches coupon), estimated by linear counting, nearly
 /// exact: |estimate - n| <= max(1, 0.002 n) in 99% of sketches while sparse.
 /// At m / 4 entries (the break-even with 2^p registers; 2^16 from p = 19;
 /// mode datasketches: where DataSketches leaves coupon mode, 3/32 m + 1

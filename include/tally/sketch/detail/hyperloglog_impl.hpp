@@ -266,7 +266,8 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
     const bool ds = mode_ == HashMode::datasketches;
     if (other.is_sparse()) {
         if (registers_.empty()) {
-            // Both sparse: the union of the entries, the larger rank per index'.
+            // Both sparse: the union of the entries, the larger rank per index'
+            // (mode datasketches: of the (address, value) pairs).
             // In mode datasketches the other's entries are inserted in order,
             // so the union turns dense where an insert would (HIP from there):
             // only other.sparse_[0, stop) join the sparse union.
@@ -276,9 +277,9 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
                 std::size_t size = sparse_.size();
                 auto at = sparse_.begin();
                 for (std::size_t k = 0; k < other.sparse_.size(); ++k) {
-                    const std::uint32_t key = other.sparse_[k] >> 6;
-                    while (at != sparse_.end() && (*at >> 6) < key) ++at;
-                    const bool fresh = at == sparse_.end() || (*at >> 6) != key;
+                    const std::uint32_t key = other.sparse_[k];
+                    while (at != sparse_.end() && *at < key) ++at;
+                    const bool fresh = at == sparse_.end() || *at != key;
                     if (fresh && size >= limit) {
                         stop = k;
                         break;
@@ -291,11 +292,12 @@ inline HyperLogLog& HyperLogLog::merge(const HyperLogLog& other) {
             u.reserve(sparse_.size() + stop);
             auto i = sparse_.begin();
             auto j = other.sparse_.begin();
+            const int shift = ds ? 0 : 6;
             while (i != sparse_.end() || j != other_end) {
                 std::uint32_t e;
-                if (j == other_end || (i != sparse_.end() && (*i >> 6) < (*j >> 6))) {
+                if (j == other_end || (i != sparse_.end() && (*i >> shift) < (*j >> shift))) {
                     e = *i++;
-                } else if (i == sparse_.end() || (*j >> 6) < (*i >> 6)) {
+                } else if (i == sparse_.end() || (*j >> shift) < (*i >> shift)) {
                     e = *j++;
                 } else {
                     e = *i > *j ? *i : *j;
@@ -547,7 +549,8 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
     if (encoding == 2) {
         format_check(!hip, "HyperLogLog: a sparse frame carries no HIP state");
         const std::uint64_t k =
-            r.count(r.varint(), 1, detail::hll_sparse_limit(p), "HyperLogLog sparse entry");
+            r.count(r.varint(), 1, std::max(detail::hll_sparse_limit(p), detail::hll_sparse_decoded_limit(p, mode)),
+                    "HyperLogLog sparse entry");
         const ByteReader entries = r;
         const std::uint64_t end = std::uint64_t{1} << (detail::hll_sparse_precision(mode) + 6);
         const auto top_rank = static_cast<std::uint32_t>(detail::hll_sparse_max_rank(mode));
@@ -556,7 +559,8 @@ inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {
             const std::uint64_t delta = r.varint();
             format_check(delta < end - prev, "HyperLogLog: sparse entry out of range");
             const std::uint64_t e = prev + delta;
-            format_check(j == 0 || (e >> 6) > (prev >> 6), "HyperLogLog: sparse entries are not ascending");
+            format_check(j == 0 || ((mode & 15) == 2 ? e > prev : (e >> 6) > (prev >> 6)),
+                         "HyperLogLog: sparse entries are not ascending");
             format_check((e & 63) >= 1 && (e & 63) <= top_rank, "HyperLogLog: sparse entry rank out of range");
             prev = e;
         }
@@ -775,22 +779,15 @@ inline HyperLogLog HyperLogLog::from_datasketches(std::span<const std::byte> byt
             out.kxq1_ = img.kxq1;
         }
     } else {
-        // The coupons are the sparse entries of mode datasketches (one per
-        // address, the largest value); past the sparse limit the sketch is dense.
+        // The coupons are the sparse entries of mode datasketches (each
+        // (address, value) pair); a SET stays sparse even past the limit that
+        // adds fill (lg_k 20, 21), so that it answers as DataSketches does.
         std::vector<std::uint32_t>& e = out.sparse_;
         e.reserve(img.coupons.size());
         for (const std::uint32_t c : img.coupons) e.push_back(((c & ((std::uint32_t{1} << 26) - 1)) << 6) | (c >> 26));
         std::sort(e.begin(), e.end());
-        // Sorted by address then value: keep the last of each address.
-        std::size_t w = 0;
-        for (std::size_t i = 0; i < e.size(); ++i) {
-            if (w != 0 && (e[w - 1] >> 6) == (e[i] >> 6))
-                e[w - 1] = e[i];
-            else
-                e[w++] = e[i];
-        }
-        e.resize(w);
-        if (e.size() > detail::hll_sparse_limit(out.p_, out.mode_byte())) {
+        e.erase(std::unique(e.begin(), e.end()), e.end());
+        if (e.size() > detail::hll_sparse_decoded_limit(out.p_, out.mode_byte())) {
             out.to_dense();
         } else {
             e.shrink_to_fit();
@@ -1089,8 +1086,13 @@ inline void HyperLogLog::add_hash_sparse(std::uint64_t hash) noexcept {
 
 inline void HyperLogLog::insert_sparse(std::uint32_t entry) noexcept {
     const std::uint32_t key = entry >> 6;
-    auto it = std::lower_bound(sparse_.begin(), sparse_.end(), key << 6);
-    if (it != sparse_.end() && (*it >> 6) == key) {
+    // Mode datasketches keeps every (address, value) pair, as DataSketches'
+    // coupon list and set do: the same count, so the same estimate and
+    // promotion point. The other modes keep the largest rank per index'.
+    const bool pairs = mode_ == HashMode::datasketches;
+    auto it = std::lower_bound(sparse_.begin(), sparse_.end(), pairs ? entry : key << 6);
+    if (pairs && it != sparse_.end() && *it == entry) return;
+    if (!pairs && it != sparse_.end() && (*it >> 6) == key) {
         if (*it < entry) {
             *it = entry;
             sparse_changed();

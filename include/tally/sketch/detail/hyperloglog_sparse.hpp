@@ -16,7 +16,8 @@
 //                      register value of the second half (1..63)
 //
 // so the entry of a DataSketches coupon (value << 26 | address) is a bijection.
-// Entries are kept sorted with one entry per index' (the largest rank'). The
+// Entries are kept sorted with one entry per index' (the largest rank'; mode
+// datasketches: one per (index', rank') pair, as DataSketches counts coupons). The
 // register of precision p <= p' that an entry sets, and its value, follow from
 // the entry alone (hll_sparse_register), exactly as a dense sketch of that
 // precision would have set them from the same hash. Estimates while sparse are
@@ -121,6 +122,18 @@ constexpr std::size_t hll_sparse_limit(int p, std::uint8_t mode) noexcept {
     if (p < 8) return 8;
     const std::size_t set = 3 * (std::size_t{1} << (p - 5)) + 1;
     return set > (std::size_t{1} << 16) ? std::size_t{1} << 16 : set;
+}
+
+/// The most entries a decoded sparse sketch (a DataSketches image or a tally
+/// frame) may hold: adds fill at most hll_sparse_limit(p, mode), but a
+/// DataSketches SET at lg_k 20 or 21 holds up to 3 * 2^(lg_k - 5) coupons;
+/// such a sketch stays sparse, answering as DataSketches does, until its next
+/// insert turns it dense.
+constexpr std::size_t hll_sparse_decoded_limit(int p, std::uint8_t mode) noexcept {
+    const std::size_t limit = hll_sparse_limit(p, mode);
+    if ((mode & 15) != 2 || p < 8) return limit;
+    const std::size_t set = 3 * (std::size_t{1} << (p - 5));
+    return set > limit ? set : limit;
 }
 
 }  // namespace detail
