@@ -28,7 +28,7 @@
 // scripts/bench_summary.py pairs each row with the classic baseline of the
 // same <op>/<keys>. Counters: bits_per_item and the fpp measured on 1M keys
 // that were never added.
-#include <tally/sketch/bloom_filter.hpp>
+#include <tally/sketch/membership/bloom_filter.hpp>
 
 #include <benchmark/benchmark.h>
 

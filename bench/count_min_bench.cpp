@@ -10,7 +10,7 @@
 // of the whole stream; err_per_N: mean (estimate - truth) / N over all keys,
 // to compare with the bound epsilon = e / width (reported as eps).
 #include <tally/detail/primitives.hpp>
-#include <tally/sketch/count_min.hpp>
+#include <tally/sketch/frequency/count_min.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -2,7 +2,7 @@
 // DataSketches export/import, next to same-run baselines: an exact
 // std::unordered_set, a plain register-max add without the HIP/histogram
 // bookkeeping, and Ertl's estimate recomputed from all registers (O(m)).
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <benchmark/benchmark.h>
 

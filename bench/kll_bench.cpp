@@ -2,7 +2,7 @@
 // uniform doubles, next to, in the same run, the exact baseline "sort
 // everything": collect the values, sort them, answer a quantile by indexing
 // and a rank by binary search, merge by concatenating (then sorting).
-#include <tally/sketch/kll.hpp>
+#include <tally/sketch/quantiles/kll.hpp>
 
 #include <benchmark/benchmark.h>
 

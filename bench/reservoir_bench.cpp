@@ -6,8 +6,8 @@
 //
 // Every run feeds the same vector of items, so the ratio to the baseline is
 // the cost of the algorithm, not of producing items.
-#include <tally/sketch/reservoir.hpp>
-#include <tally/sketch/weighted_reservoir.hpp>
+#include <tally/sketch/sampling/reservoir.hpp>
+#include <tally/sketch/sampling/weighted_reservoir.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -2,7 +2,7 @@
 // sort-based baseline (collect the values, sort, index), and for quantile and
 // cdf the linear walk over the centroids that answered queries before the
 // cumulative-weight view (same answers, bit for bit).
-#include <tally/sketch/tdigest.hpp>
+#include <tally/sketch/quantiles/tdigest.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -2,7 +2,7 @@
 // operations (union of 16, intersection and A-not-B of two sketches of n
 // items, half of them shared), next to same-run baselines that answer the
 // same questions exactly with std::unordered_set and set algebra on it.
-#include <tally/sketch/theta.hpp>
+#include <tally/sketch/distinct/theta.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -10,7 +10,7 @@
 //   err_bound_N    error_bound() / N, the largest error of any estimate
 //   recall10/100   fraction of the true top-10 / top-100 items held
 //   heavy_missing  items above N/k that are not held (always 0)
-#include <tally/sketch/top_k.hpp>
+#include <tally/sketch/frequency/top_k.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -3,8 +3,8 @@
 // baselines that answer the same questions exactly with a plain
 // std::unordered_map<key, std::array<double, 3>>; and ThetaSketch's merge
 // loop beside its span union.
-#include <tally/sketch/theta.hpp>
-#include <tally/sketch/tuple.hpp>
+#include <tally/sketch/distinct/theta.hpp>
+#include <tally/sketch/distinct/tuple.hpp>
 
 #include <benchmark/benchmark.h>
 

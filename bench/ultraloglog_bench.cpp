@@ -2,8 +2,8 @@
 // and the estimate after a merge, each next to HyperLogLog at the same
 // precision in the same binary (the rows named *_hyperloglog_baseline): the
 // sketch UltraLogLog replaces is the baseline.
-#include <tally/sketch/hyperloglog.hpp>
-#include <tally/sketch/ultraloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
+#include <tally/sketch/distinct/ultraloglog.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -9,8 +9,8 @@
 // two views run outside the timed region.
 #include <benchmark/benchmark.h>
 
-#include <tally/sketch/hyperloglog.hpp>
-#include <tally/sketch/tdigest.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
+#include <tally/sketch/quantiles/tdigest.hpp>
 #include <tally/window/windowed.hpp>
 
 #include <chrono>

@@ -14,7 +14,7 @@
 // confidence; at lg_k = 14 the churn estimate has a standard error of about
 // sqrt(1,250,000 / 180,000) / 128 = 2% here).
 // The program exits non-zero if the verdict fails.
-#include <tally/sketch/theta.hpp>
+#include <tally/sketch/distinct/theta.hpp>
 
 #include <cstdint>
 #include <cstdio>

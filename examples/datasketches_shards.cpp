@@ -9,7 +9,7 @@
 //     SELECT hll_sketch_estimate(hll_union_agg(sketch)) FROM shards
 // in Druid, ingest them as an HLLSketchMerge column. Here we read the files
 // back with tally and union them the same way.
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <cmath>
 #include <cstdint>

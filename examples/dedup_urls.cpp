@@ -10,7 +10,7 @@
 // Exits non-zero if a duplicate got through, if more than 1% of new URLs were
 // skipped, if the fill-based count is off by more than 3%, or if the
 // over-capacity signal is wrong.
-#include <tally/sketch/bloom_filter.hpp>
+#include <tally/sketch/membership/bloom_filter.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -12,7 +12,7 @@
 // daily-varying share shows up each day. The exact answer (from each user's
 // last visit) is printed beside the estimate; the program fails if any
 // estimate is off by more than 4 standard errors.
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -2,8 +2,8 @@
 // hottest keys with an error bound on every count, CountMin answers "how often?" for any key,
 // and both are checked against exact counts. Returns 1 if any estimate falls
 // outside its documented bound.
-#include <tally/sketch/count_min.hpp>
-#include <tally/sketch/top_k.hpp>
+#include <tally/sketch/frequency/count_min.hpp>
+#include <tally/sketch/frequency/top_k.hpp>
 
 #include <algorithm>
 #include <cmath>

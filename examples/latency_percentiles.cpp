@@ -8,7 +8,7 @@
 // Exits non-zero if a merged percentile is off by more than the t-digest's
 // tested rank error (0.005 mid-range, 0.0005 at p99.9), or if averaging the
 // per-thread p99s happens to look right (it should not: one slow thread).
-#include <tally/sketch/tdigest.hpp>
+#include <tally/sketch/quantiles/tdigest.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -12,8 +12,8 @@
 //
 // (Without TALLY_POSTGRES_CONNINFO, libpq's defaults and PG* variables apply.)
 // Build: link libpq (pkg-config --cflags --libs libpq).
-#include <tally/sketch/hyperloglog.hpp>
-#include <tally/sketch/tdigest.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
+#include <tally/sketch/quantiles/tdigest.hpp>
 
 #include <libpq-fe.h>
 

@@ -13,7 +13,7 @@
 // purchases. The exact answers (from a hash map) are printed beside the
 // estimates; the verdict holds if each truth lies inside the estimate's
 // 3-standard-deviation bounds. Exits non-zero if it fails.
-#include <tally/sketch/tuple.hpp>
+#include <tally/sketch/distinct/tuple.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -4,8 +4,8 @@
 // bytes sent.
 //
 // Exits non-zero if what it demonstrates is wrong.
-#include <tally/sketch/reservoir.hpp>
-#include <tally/sketch/weighted_reservoir.hpp>
+#include <tally/sketch/sampling/reservoir.hpp>
+#include <tally/sketch/sampling/weighted_reservoir.hpp>
 
 #include <cmath>
 #include <cstdint>

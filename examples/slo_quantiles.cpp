@@ -14,7 +14,7 @@
 // Prints the sketch's answers beside the exact ones (from sorting every
 // latency) and exits non-zero if the sketch's error exceeds its bound, or
 // the verdict differs from the one the exact data gives.
-#include <tally/sketch/kll.hpp>
+#include <tally/sketch/quantiles/kll.hpp>
 
 #include <algorithm>
 #include <cmath>

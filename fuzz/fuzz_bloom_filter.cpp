@@ -1,4 +1,4 @@
-#include <tally/sketch/bloom_filter.hpp>
+#include <tally/sketch/membership/bloom_filter.hpp>
 
 #include "fuzz_common.hpp"
 

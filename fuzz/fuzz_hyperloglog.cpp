@@ -1,4 +1,4 @@
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include "fuzz_common.hpp"
 

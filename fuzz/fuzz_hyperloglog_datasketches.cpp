@@ -1,7 +1,7 @@
 // DataSketches HllSketch import: any bytes must decode or raise FormatError,
 // and a decoded sketch must export (every target type) and decode back to the
 // same registers and estimator (or, sparse into HLL mode, the same estimate).
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <span>
 

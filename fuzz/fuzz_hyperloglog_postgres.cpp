@@ -1,7 +1,7 @@
 // PostgreSQL hll import: any bytes must decode (EMPTY, EXPLICIT, SPARSE or
 // FULL) or raise FormatError; a decoded sketch answers, re-encodes, and
 // decodes again to the same registers.
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <span>
 

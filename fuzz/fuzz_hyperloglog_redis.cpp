@@ -1,5 +1,5 @@
 // Redis HLL import: any string must parse (dense or sparse) or raise FormatError.
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <string_view>
 

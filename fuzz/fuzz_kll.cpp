@@ -1,7 +1,7 @@
 // KllSketch<double> and <float> tally frames: any bytes must decode or raise
 // FormatError; a decoded sketch answers queries, takes adds and merges, and
 // round-trips byte for byte.
-#include <tally/sketch/kll.hpp>
+#include <tally/sketch/quantiles/kll.hpp>
 
 #include <stdexcept>
 

@@ -1,7 +1,7 @@
 // DataSketches KLL images (kll_sketch<double|float>): any bytes must decode or
 // raise FormatError; a decoded sketch answers queries, re-exports to bytes
 // that decode again, and its tally frame decodes to the same answers.
-#include <tally/sketch/kll.hpp>
+#include <tally/sketch/quantiles/kll.hpp>
 
 #include <span>
 #include <vector>

@@ -1,4 +1,4 @@
-#include <tally/sketch/reservoir.hpp>
+#include <tally/sketch/sampling/reservoir.hpp>
 
 #include <string>
 

@@ -1,7 +1,7 @@
 // ThetaSketch frame: any bytes must decode or raise FormatError; a decoded
 // sketch answers its queries, re-encodes byte-stably, exports DataSketches
 // images that read back to the same hashes, and combines with itself.
-#include <tally/sketch/theta.hpp>
+#include <tally/sketch/distinct/theta.hpp>
 
 #include "fuzz_common.hpp"
 

@@ -2,7 +2,7 @@
 // sketch image, family 2): any bytes must decode or raise FormatError; a
 // decoded sketch exports both compact versions and reads them back to the
 // same hashes, theta and estimate.
-#include <tally/sketch/theta.hpp>
+#include <tally/sketch/distinct/theta.hpp>
 
 #include <span>
 

@@ -1,4 +1,4 @@
-#include <tally/sketch/top_k.hpp>
+#include <tally/sketch/frequency/top_k.hpp>
 
 #include <string>
 

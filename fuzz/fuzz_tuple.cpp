@@ -2,7 +2,7 @@
 // DataSketches compact ArrayOfDoubles image, or raise FormatError; a decoded
 // sketch answers its queries, re-encodes byte-stably both ways, and combines
 // with itself.
-#include <tally/sketch/tuple.hpp>
+#include <tally/sketch/distinct/tuple.hpp>
 
 #include <span>
 

@@ -1,4 +1,4 @@
-#include <tally/sketch/ultraloglog.hpp>
+#include <tally/sketch/distinct/ultraloglog.hpp>
 
 #include "fuzz_common.hpp"
 

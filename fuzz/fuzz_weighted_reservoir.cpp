@@ -1,4 +1,4 @@
-#include <tally/sketch/weighted_reservoir.hpp>
+#include <tally/sketch/sampling/weighted_reservoir.hpp>
 
 #include "fuzz_common.hpp"
 

@@ -1,4 +1,4 @@
-#include <tally/sketch/bloom_filter.hpp>
+#include <tally/sketch/membership/bloom_filter.hpp>
 
 #include <array>
 #include <cmath>
@@ -224,14 +224,14 @@ TEMPLATE_TEST_CASE_SIG("scalar and SIMD kernels set identical bits", "[bloom][si
                 CHECK(ones == k);
             }
             if (!tally::detail::bloom_simd_available<W>()) continue;
-#if TALLY_BLOOM_AVX2
+#if TALLY_SIMD_X86
             for (std::uint32_t x : xs) tally::detail::bloom_add_avx2<W>(simd, x, layout);
             for (int i = 0; i < 50; ++i) {
                 const auto y = static_cast<std::uint32_t>(rng.next());
                 CHECK(tally::detail::bloom_contains_avx2<W>(simd, y, layout) ==
                       tally::detail::bloom_contains_scalar<W>(scalar, y, layout));
             }
-#elif TALLY_BLOOM_NEON
+#elif TALLY_SIMD_NEON
             for (std::uint32_t x : xs) tally::detail::bloom_add_neon<W>(simd, x, layout);
             for (int i = 0; i < 50; ++i) {
                 const auto y = static_cast<std::uint32_t>(rng.next());
@@ -242,7 +242,7 @@ TEMPLATE_TEST_CASE_SIG("scalar and SIMD kernels set identical bits", "[bloom][si
             CHECK(std::memcmp(scalar, simd, sizeof scalar) == 0);
         }
     }
-#if TALLY_BLOOM_AVX2
+#if TALLY_SIMD_X86
     // The one-key-per-call kernels specialised for k = 8 (32- and 64-byte
     // blocks) against the scalar kernel, bit for bit.
     if constexpr (W == 256 || W == 512) {

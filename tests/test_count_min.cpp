@@ -1,4 +1,4 @@
-#include <tally/sketch/count_min.hpp>
+#include <tally/sketch/frequency/count_min.hpp>
 
 #include <tally/detail/primitives.hpp>
 

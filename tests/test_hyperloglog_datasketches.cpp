@@ -23,7 +23,7 @@
 // tally compares against that (HIP against HIP). LIST/SET images are
 // estimated by DataSketches from the coupon count, which tally does not
 // reproduce: there tally replays the coupons and answers with HIP.
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <algorithm>
 #include <bit>

@@ -14,7 +14,7 @@
 // lower/upper_bound(1..3) are Java's getEstimate/getLowerBound/getUpperBound
 // within 4 ulps, both ways; the same items give the same answers, bit for bit,
 // up to lg_k 18.
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <bit>
 #include <cmath>

@@ -6,7 +6,7 @@
 // Where no redis-server binary exists the test says so in one line and
 // passes with a warning, except with CI=true in the environment, where that
 // is a failure (CI installs Debian's redis-server, so it always runs there).
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

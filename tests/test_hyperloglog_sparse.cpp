@@ -1,7 +1,7 @@
 // HyperLogLog's sparse representation: memory bounds, the small-n error bound
 // over seeded trials, and register equivalence with the dense representation
 // in every hash mode (merge, overflow, reduce, Redis and Windowed).
-#include <tally/sketch/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
 #include <tally/window/windowed.hpp>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // KllSketch: exact answers below capacity, the rank-error bound against an
 // exact oracle (with a negative control), merge laws, the tally frame's
 // golden bytes, validation of bad bytes, Windowed<KllSketch<double>>.
-#include <tally/sketch/kll.hpp>
+#include <tally/sketch/quantiles/kll.hpp>
 #include <tally/window/windowed.hpp>
 
 #include <algorithm>
@@ -552,7 +552,7 @@ std::size_t kernel_mismatches(Rng& rng) {
                 !in_place([&](T* x, T* y, T* out) { tally::detail::kll_merge_network_into<16>(x, na, y, nb, out); }) &&
                 ++wrong)
                 FAIL_CHECK("kll_merge_network_into<16> " << na << " + " << nb);
-#if TALLY_DETAIL_X86_AVX2_KERNELS
+#if TALLY_SIMD_X86
             if constexpr (std::is_same_v<T, double>) {
                 if (tally::detail::cpu_has_avx2() &&
                     !in_place([&](T* x, T* y, T* out) { tally::detail::kll_merge32_avx2(x, na, y, nb, out); }) &&
@@ -582,7 +582,7 @@ std::size_t kernel_mismatches(Rng& rng) {
             std::vector<T> got_up = buf;
             tally::detail::kll_halve_up(got_up.data(), 3, length, offset);
             if (!same_bits(got_up, want_up) && ++wrong) FAIL_CHECK("kll_halve_up " << length << " from " << offset);
-#if TALLY_DETAIL_X86_AVX2_KERNELS
+#if TALLY_SIMD_X86
             if constexpr (std::is_same_v<T, double>) {
                 got = buf;
                 if (tally::detail::cpu_has_avx2()) tally::detail::kll_halve_down_avx2(got.data(), 3, length, offset);
@@ -595,7 +595,7 @@ std::size_t kernel_mismatches(Rng& rng) {
             }
 #endif
         }
-#if TALLY_DETAIL_X86_AVX2_KERNELS
+#if TALLY_SIMD_X86
     // the block merge of long runs, in place and into a separate buffer
     if constexpr (std::is_same_v<T, double>) {
         for (int trial = 0; trial < 300 && tally::detail::cpu_has_avx2(); ++trial) {
@@ -631,7 +631,7 @@ std::size_t kernel_mismatches(Rng& rng) {
             tally::detail::kll_sort_small<16>(got.data(), n);
             if (got != want && ++wrong) FAIL_CHECK("kll_sort_small<16> " << n);
         }
-#if TALLY_DETAIL_X86_AVX2_KERNELS
+#if TALLY_SIMD_X86
         if constexpr (std::is_same_v<T, double>) {
             if (tally::detail::cpu_has_avx2()) {
                 got = v;

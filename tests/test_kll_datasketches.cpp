@@ -13,7 +13,7 @@
 // So the suite checks, without DataSketches: both read each other's bytes,
 // and DataSketches C++ answers as tally except where C++ and Java differ
 // (tally follows Java: tests/test_kll_datasketches_java.cpp, docs/kll.md).
-#include <tally/sketch/kll.hpp>
+#include <tally/sketch/quantiles/kll.hpp>
 
 #include <cmath>
 #include <cstdint>

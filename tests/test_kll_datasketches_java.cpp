@@ -12,7 +12,7 @@
 // view (length, sampled items and cumulative weights), getQuantile and
 // getRank (inclusive and exclusive) at grids, boundaries and their
 // neighbours, getCDF and getPMF; every double compared bit for bit.
-#include <tally/sketch/kll.hpp>
+#include <tally/sketch/quantiles/kll.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -4,8 +4,8 @@
 // there, the unprivileged postgres user when run as root). Where no server is
 // installed the cases skip with one line, unless CI=true or
 // TALLY_REQUIRE_POSTGRES=1: then they fail.
-#include <tally/sketch/hyperloglog.hpp>
-#include <tally/sketch/tdigest.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
+#include <tally/sketch/quantiles/tdigest.hpp>
 
 #include <algorithm>
 #include <cmath>

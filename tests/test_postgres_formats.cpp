@@ -6,8 +6,8 @@
 // prefix or corruption of a valid value either fails with FormatError or
 // decodes to a valid sketch. tests/test_postgres.cpp checks the same against
 // a live server.
-#include <tally/sketch/hyperloglog.hpp>
-#include <tally/sketch/tdigest.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
+#include <tally/sketch/quantiles/tdigest.hpp>
 
 #include <algorithm>
 #include <cmath>

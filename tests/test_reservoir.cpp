@@ -1,5 +1,5 @@
 // Tests for tally::Reservoir (uniform reservoir sampling, Algorithm L).
-#include <tally/sketch/reservoir.hpp>
+#include <tally/sketch/sampling/reservoir.hpp>
 
 #include <algorithm>
 #include <cstdint>

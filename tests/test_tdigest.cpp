@@ -1,4 +1,4 @@
-#include <tally/sketch/tdigest.hpp>
+#include <tally/sketch/quantiles/tdigest.hpp>
 
 #include <algorithm>
 #include <array>

@@ -6,7 +6,7 @@
 // retained, theta64) were written by Apache DataSketches C++ (theta,
 // update_theta_sketch of the u64 items 0..n-1, compact().serialize() and
 // serialize_compressed(); union/intersection/a_not_b of the "mixed" images).
-#include <tally/sketch/theta.hpp>
+#include <tally/sketch/distinct/theta.hpp>
 #include <tally/window/windowed.hpp>
 
 #include <algorithm>

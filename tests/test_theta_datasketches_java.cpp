@@ -10,7 +10,7 @@
 //                 retained, theta (integer), estimate, lower bounds 1-3,
 //                 upper bounds 1-3 (hex doubles); tally_lgk<L>_n<N>[.v4].bin
 //                 lines are Java's answers on tally's image of that sketch.
-#include <tally/sketch/theta.hpp>
+#include <tally/sketch/distinct/theta.hpp>
 
 #include <bit>
 #include <cstdint>

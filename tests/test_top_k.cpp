@@ -1,6 +1,6 @@
-#include <tally/sketch/top_k.hpp>
-#include <tally/sketch/detail/top_k_group.hpp>
-#include <tally/sketch/detail/top_k_string.hpp>
+#include <tally/sketch/frequency/top_k.hpp>
+#include <tally/sketch/frequency/detail/top_k_group.hpp>
+#include <tally/sketch/frequency/detail/top_k_string.hpp>
 
 #include <algorithm>
 #include <cmath>

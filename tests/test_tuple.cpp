@@ -3,7 +3,7 @@
 // tests/fixtures/tuple/, written by DataSketches C++, see its README), set
 // operations against exact oracles, coverage of the column-sum bound, merge
 // laws.
-#include <tally/sketch/tuple.hpp>
+#include <tally/sketch/distinct/tuple.hpp>
 #include <tally/window/windowed.hpp>
 
 #include <algorithm>

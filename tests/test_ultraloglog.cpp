@@ -2,7 +2,7 @@
 // (tests/fixtures/ultraloglog/hash4j.txt), exact oracles for merge, reduce and
 // the HyperLogLog conversion, the frame format, and the error bound.
 #include <tally/core/platform.hpp>
-#include <tally/sketch/ultraloglog.hpp>
+#include <tally/sketch/distinct/ultraloglog.hpp>
 #include <tally/window/windowed.hpp>
 
 #include <algorithm>
@@ -245,14 +245,14 @@ TEST_CASE("UltraLogLog merge kernels each give the paper's union in every byte l
         std::size_t (*merge)(std::uint8_t*, const std::uint8_t*, std::size_t);
     };
     std::vector<Kernel> kernels;
-#if TALLY_DETAIL_ULL_SSE2
+#if TALLY_SIMD_X86
     kernels.push_back({"sse2", true, &tally::detail::ull_merge_sse2});
 #endif
-#if TALLY_DETAIL_X86_AVX2_KERNELS
+#if TALLY_SIMD_X86
     kernels.push_back({"ssse3", tally::detail::cpu_has_ssse3(), &tally::detail::ull_merge_ssse3});
     kernels.push_back({"avx2", tally::detail::cpu_has_avx2(), &tally::detail::ull_merge_avx2});
 #endif
-#if TALLY_DETAIL_ULL_NEON
+#if TALLY_SIMD_NEON
     kernels.push_back({"neon", true, &tally::detail::ull_merge_neon});
 #endif
     constexpr std::size_t m = 48;

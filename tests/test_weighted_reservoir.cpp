@@ -1,5 +1,5 @@
 // Tests for tally::WeightedReservoir (Efraimidis-Spirakis A-ExpJ).
-#include <tally/sketch/weighted_reservoir.hpp>
+#include <tally/sketch/sampling/weighted_reservoir.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,13 +1,13 @@
 // Tests for tally/window/windowed.hpp.
 #include <tally/window/windowed.hpp>
 
-#include <tally/sketch/bloom_filter.hpp>
-#include <tally/sketch/count_min.hpp>
-#include <tally/sketch/hyperloglog.hpp>
-#include <tally/sketch/reservoir.hpp>
-#include <tally/sketch/tdigest.hpp>
-#include <tally/sketch/top_k.hpp>
-#include <tally/sketch/weighted_reservoir.hpp>
+#include <tally/sketch/membership/bloom_filter.hpp>
+#include <tally/sketch/frequency/count_min.hpp>
+#include <tally/sketch/distinct/hyperloglog.hpp>
+#include <tally/sketch/sampling/reservoir.hpp>
+#include <tally/sketch/quantiles/tdigest.hpp>
+#include <tally/sketch/frequency/top_k.hpp>
+#include <tally/sketch/sampling/weighted_reservoir.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -123,7 +123,7 @@ class GcraLimiter {
 
     Decision one(std::string_view key, const protocol::GcraParams& p, std::uint64_t cost,
                  std::optional<std::uint64_t> now_ns) {
-        const std::string k[1] = {protocol::detail::prefixed_key(who, opt_.key_prefix, key)};
+        const std::string k[1] = {protocol::detail::prefixed_key(who, opt_.key_prefix, key, max_key_bytes)};
         const protocol::GcraParams* ps[1] = {&p};
         const std::uint64_t costs[1] = {cost};
         const std::string_view user[1] = {key};
@@ -165,7 +165,7 @@ class GcraLimiter {
             call.num_keys = m;
             call.args.reserve(m + 7);
             for (std::size_t i = at; i < at + m; ++i)
-                call.args.push_back(protocol::detail::prefixed_key(who, opt_.key_prefix, keys[i]));
+                call.args.push_back(protocol::detail::prefixed_key(who, opt_.key_prefix, keys[i], max_key_bytes));
             protocol::gcra_batch_append_args(call.args, params_, cost, now_ns, detail::skew_ms(opt_));
         }
         std::vector<Reply> replies;
@@ -199,7 +199,7 @@ class GcraLimiter {
         keys.reserve(limits.size());
         params.reserve(limits.size());
         for (const Limit& l : limits) {
-            keys.push_back(protocol::detail::prefixed_key(who, opt_.key_prefix, l.key));
+            keys.push_back(protocol::detail::prefixed_key(who, opt_.key_prefix, l.key, max_key_bytes));
             params.push_back(params_for(l.quota));
             costs.push_back(l.cost);
             user.push_back(l.key);

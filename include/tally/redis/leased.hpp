@@ -151,7 +151,7 @@ class LeasedLimiter {
             sh.last = nullptr;
         }
         if (n == 0) return true;
-        const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
+        const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key, max_key_bytes);
         const protocol::Call call[1] = {protocol::lease_call(k, *charge_, 0, 0, 1, tat, n, std::nullopt)};
         std::vector<Reply> replies;
         trips_.fetch_add(1, std::memory_order_relaxed);
@@ -311,7 +311,7 @@ class LeasedLimiter {
         }
         // Another thread is taking this key's lease: charge this request
         // alone (a plain exact GCRA call).
-        const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key);
+        const std::string k = protocol::detail::prefixed_key(who, opt_.key_prefix, key, max_key_bytes);
         std::optional<std::uint64_t> at;
         if (caller_time) at.emplace(now);
         const std::uint64_t share = own_refill ? lease_opt_.share : 1;

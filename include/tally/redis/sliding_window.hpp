@@ -75,7 +75,7 @@ class SlidingWindowLimiter {
 
     Decision one(std::string_view key, std::uint64_t cost, std::optional<std::uint64_t> now_ns) {
         const protocol::Call call[1] = {
-            params_.call(protocol::detail::prefixed_key(who, opt_.key_prefix, key), cost, now_ns, detail::skew_ms(opt_))};
+            params_.call(protocol::detail::prefixed_key(who, opt_.key_prefix, key, max_key_bytes), cost, now_ns, detail::skew_ms(opt_))};
         std::vector<Reply> replies;
         if (!opt_.allow_evicting_server && client_->evicting()) {
             client_->recheck_eviction();

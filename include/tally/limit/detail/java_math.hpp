@@ -7,6 +7,8 @@
 
 #include "../../detail/abi.hpp"
 
+#include "../../core/detail/simd.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -49,20 +51,6 @@ namespace detail {
 /// is negative there).
 [[nodiscard]] constexpr std::int64_t java_long(std::uint64_t v) noexcept {
     return static_cast<std::int64_t>(v);
-}
-
-/// A rounded product: the compiler may not fuse it into a following add
-/// (-ffp-contract=fast with FMA hardware, or clang's default on arm64).
-[[nodiscard]] inline double rounded(double x) noexcept {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __asm__("" : "+x"(x));
-#elif defined(__GNUC__) && defined(__aarch64__)
-    __asm__("" : "+w"(x));
-#else
-    volatile double v = x;
-    x = v;
-#endif
-    return x;
 }
 
 /// Netflix's Log10RootIntFunction: max(1, (int) Math.log10(t)) below 1000 and

@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/detail/simd.hpp"
 #include "../../core/hash.hpp"
 #include "../../core/platform.hpp"
 #include "../../core/seed.hpp"
@@ -195,13 +196,7 @@ class KeyedSpinLock {
     void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
   private:
-    static void relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield");
-#endif
-    }
+    static void relax() noexcept { cpu_relax(); }
     std::atomic<bool> locked_{false};
 };
 

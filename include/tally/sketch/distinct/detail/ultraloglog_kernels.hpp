@@ -1,0 +1,159 @@
+// tally/sketch/distinct/detail/ultraloglog_kernels.hpp: the register union of two
+// UltraLogLog sketches (UltraLogLog::merge), as a scalar rule, an SSE2 kernel,
+// AVX2 and SSSE3 kernels chosen at run time, and a NEON kernel on arm64.
+//
+// A register is 4 h + two bits: h the top position of the hash prefixes it
+// has seen, the bits whether positions h - 1 and h - 2 were seen too. The
+// union of registers x and y is hi = max(x, y) plus the bits that lo =
+// min(x, y) puts into hi's window: lo's two bits when both tops are equal
+// (distance 0), 2 | lo's bit 1 when lo's top is one position lower (distance
+// 4 in register units), 1 when two lower (8), nothing from 12 on. From p = 4
+// on (m >= 16) a non-zero register is at least 4 (p - 1) >= 12, so a zero lo
+// is at distance 0 (both zero) or >= 12 and needs no test of its own; the
+// vector kernels run only there.
+#pragma once
+
+#include "../../../detail/abi.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../../../core/detail/simd.hpp"
+
+
+TALLY_BEGIN_NAMESPACE
+namespace detail {
+
+/// a[i] = union of a[i] and b[i] for i in [from, m).
+inline void ull_merge_scalar(std::uint8_t* __restrict a, const std::uint8_t* __restrict b, std::size_t from,
+                             std::size_t m) noexcept {
+    for (std::size_t i = from; i < m; ++i) {
+        const std::uint8_t x = a[i], y = b[i];
+        const std::uint8_t hi = x < y ? y : x;
+        const std::uint8_t lo = x < y ? x : y;
+        const auto d4 = static_cast<std::uint8_t>((hi & 0xfc) - (lo & 0xfc));
+        const auto g = static_cast<std::uint8_t>((lo & 3) | 4);
+        auto e = static_cast<std::uint8_t>(d4 == 0 ? g : 0);
+        e = static_cast<std::uint8_t>(e | (d4 == 4 ? static_cast<std::uint8_t>(g >> 1) : 0));
+        e = static_cast<std::uint8_t>(e | (d4 == 8 ? static_cast<std::uint8_t>(g >> 2) : 0));
+        a[i] = static_cast<std::uint8_t>(hi | (lo != 0 ? static_cast<std::uint8_t>(e & 3) : 0));
+    }
+}
+
+#if TALLY_SIMD_X86
+/// The union over the whole 16-register blocks of [0, m), m >= 16; returns
+/// where the scalar rule takes over.
+inline std::size_t ull_merge_sse2(std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
+                                  std::size_t m) noexcept {
+    const __m128i fc = _mm_set1_epi8(static_cast<char>(0xfc));
+    const __m128i one = _mm_set1_epi8(1), two = _mm_set1_epi8(2), three = _mm_set1_epi8(3);
+    const __m128i four = _mm_set1_epi8(4), eight = _mm_set1_epi8(8), zero = _mm_setzero_si128();
+    std::size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+        const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+        const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
+        const __m128i d4 = _mm_sub_epi8(_mm_and_si128(hi, fc), _mm_and_si128(lo, fc));
+        // Distance 1 takes lo's bit 1 to bit 0 with a 16-bit shift; the final
+        // mask drops what the shift brings in from the neighbouring byte.
+        const __m128i same = _mm_and_si128(_mm_cmpeq_epi8(d4, zero), lo);
+        const __m128i below1 = _mm_and_si128(_mm_cmpeq_epi8(d4, four), _mm_or_si128(_mm_srli_epi16(lo, 1), two));
+        const __m128i below2 = _mm_and_si128(_mm_cmpeq_epi8(d4, eight), one);
+        const __m128i e = _mm_and_si128(_mm_or_si128(_mm_or_si128(same, below1), below2), three);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i), _mm_or_si128(hi, e));
+    }
+    return i;
+}
+#endif
+
+#if TALLY_SIMD_X86
+/// The union over the whole 16-register blocks of [0, m), m >= 16, on a CPU
+/// with SSSE3: the bits come from one table lookup (pshufb) indexed by
+/// t = min((hi | 3) - lo, 15) = min(distance + 3 - lo's two bits, 15), which
+/// costs three operations where distance | lo's bits costs six. Returns where
+/// the next kernel takes over.
+__attribute__((target("ssse3"))) inline std::size_t ull_merge_ssse3(std::uint8_t* __restrict a,
+                                                                     const std::uint8_t* __restrict b,
+                                                                     std::size_t m) noexcept {
+    // t = 3 - bits at distance 0 (the bits are lo's), 7 - bits at distance 4
+    // (2 | lo's bit 1), 11 - bits at distance 8 (1), 12..15 from 12 on (none);
+    // both registers zero is t = 3 (none).
+    const __m128i bits = _mm_setr_epi8(3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m128i three = _mm_set1_epi8(3), fifteen = _mm_set1_epi8(15);
+    std::size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+        const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+        const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
+        const __m128i t = _mm_min_epu8(_mm_sub_epi8(_mm_or_si128(hi, three), lo), fifteen);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i), _mm_or_si128(hi, _mm_shuffle_epi8(bits, t)));
+    }
+    return i;
+}
+#endif
+
+#if TALLY_SIMD_X86
+/// As ull_merge_ssse3, 32 registers a step, on a CPU with AVX2 (m >= 16; a
+/// last 16 go through the SSSE3 step).
+__attribute__((target("avx2"))) inline std::size_t ull_merge_avx2(std::uint8_t* __restrict a,
+                                                                   const std::uint8_t* __restrict b,
+                                                                   std::size_t m) noexcept {
+    // ull_merge_ssse3's table in each 128-bit lane
+    const __m256i bits = _mm256_setr_epi8(3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0,  //
+                                          3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m256i three = _mm256_set1_epi8(3), fifteen = _mm256_set1_epi8(15);
+    std::size_t i = 0;
+    for (; i + 32 <= m; i += 32) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+        const __m256i hi = _mm256_max_epu8(x, y), lo = _mm256_min_epu8(x, y);
+        // (hi | 3) >= hi >= lo: no byte wraps.
+        const __m256i t = _mm256_min_epu8(_mm256_sub_epi8(_mm256_or_si256(hi, three), lo), fifteen);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + i), _mm256_or_si256(hi, _mm256_shuffle_epi8(bits, t)));
+    }
+    if (i + 16 <= m) i += ull_merge_ssse3(a + i, b + i, 16);  // m = 16
+    return i;
+}
+#endif
+
+#if TALLY_SIMD_NEON
+/// The union over the whole 16-register blocks of [0, m), m >= 16, with the
+/// AVX2 kernel's lookup (tbl indexed by min((hi | 3) - lo, 15)). Returns where
+/// the scalar rule takes over.
+inline std::size_t ull_merge_neon(std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
+                                  std::size_t m) noexcept {
+    static constexpr std::uint8_t table[16] = {3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0};
+    const uint8x16_t bits = vld1q_u8(table);
+    const uint8x16_t three = vdupq_n_u8(3), fifteen = vdupq_n_u8(15);
+    std::size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const uint8x16_t x = vld1q_u8(a + i), y = vld1q_u8(b + i);
+        const uint8x16_t hi = vmaxq_u8(x, y), lo = vminq_u8(x, y);
+        const uint8x16_t t = vminq_u8(vsubq_u8(vorrq_u8(hi, three), lo), fifteen);
+        vst1q_u8(a + i, vorrq_u8(hi, vqtbl1q_u8(bits, t)));
+    }
+    return i;
+}
+#endif
+
+/// a[i] = union of a[i] and b[i] for every i < m (m = 2^p registers).
+inline void ull_merge_registers(std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
+                                std::size_t m) noexcept {
+    std::size_t i = 0;
+#if TALLY_SIMD_X86
+    if (m >= 16 && cpu_has_avx2())
+        i = ull_merge_avx2(a, b, m);
+    else if (m >= 16 && cpu_has_ssse3())
+        i = ull_merge_ssse3(a, b, m);
+#endif
+#if TALLY_SIMD_X86
+    if (i == 0 && m >= 16) i = ull_merge_sse2(a, b, m);
+#endif
+#if TALLY_SIMD_NEON
+    if (m >= 16) i = ull_merge_neon(a, b, m);
+#endif
+    ull_merge_scalar(a, b, i, m);
+}
+
+}  // namespace detail
+TALLY_END_NAMESPACE

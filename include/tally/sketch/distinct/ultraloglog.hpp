@@ -1,0 +1,691 @@
+// tally/sketch/distinct/ultraloglog.hpp: UltraLogLog distinct counting (Ertl, PVLDB
+// 17(7), 2024): HyperLogLog's properties in about a quarter less memory, with
+// registers byte-identical to the reference implementation (hash4j).
+// Details, error tables and the wire format: docs/ultraloglog.md.
+#pragma once
+
+#include "../../detail/abi.hpp"
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "../../core/detail/aligned_allocator.hpp"
+#include "../../core/hash.hpp"
+#include "../../core/serialize.hpp"
+#include "../../core/summary.hpp"
+#include "../../detail/primitives.hpp"
+#include "../../detail/throw.hpp"
+#include "detail/ultraloglog_estimators.hpp"
+#include "detail/ultraloglog_kernels.hpp"
+#include "hyperloglog.hpp"
+
+TALLY_BEGIN_NAMESPACE
+
+/// Which estimator UltraLogLog::estimate() answers with.
+enum class UllEstimator : std::uint8_t {
+    /// Further generalized remaining area (the paper's Algorithm 6): any
+    /// registers; RSE sqrt(0.6119 / m) = 0.782 / sqrt(m).
+    fgra = 0,
+    /// Maximum likelihood (section 3.1): any registers; RSE 0.761 / sqrt(m);
+    /// an iterative solve, several times slower than fgra.
+    ml = 1,
+    /// Martingale (historic inverse probability): a sketch that has only seen
+    /// adds; RSE sqrt(5 ln 2 / 8) / sqrt(m) = 0.658 / sqrt(m).
+    martingale = 2,
+};
+
+/// UltraLogLog: the number of distinct items in a stream, in 2^p bytes.
+///
+/// Ertl, "UltraLogLog: A Practical and More Space-Efficient Alternative to
+/// HyperLogLog for Approximate Distinct Counting", PVLDB 17(7), 2024. Each
+/// one-byte register keeps the largest update value of its items and whether
+/// the two values below it occurred, so m = 2^p registers carry the
+/// information of about 1.3 m HyperLogLog registers. RSE (large n, m = 2^p):
+/// martingale 0.658 / sqrt(m) while the sketch has only seen adds (what
+/// estimate() answers then), FGRA 0.782 / sqrt(m) after merge, reduce or
+/// from_state, ML 0.761 / sqrt(m) on request; smaller near n = m and below.
+/// Memory: 2^p bytes (allocated on the first add or merge) plus ~100 bytes.
+/// p in [3, 26]. Registers equal hash4j's UltraLogLog for the same 64-bit
+/// hashes (state(), from_state()); to_hyperloglog() gives the HyperLogLog
+/// registers of the same stream. total() counts add calls, not distinct items.
+///
+/// add O(1) and allocation-free after the first; estimate() O(1) while
+/// martingale, else O(m) once (cached until the next change); merge and
+/// reduce O(m). Thread safety: writers (add, merge, clear) need exclusive
+/// access; const members may run concurrently with each other.
+///
+///     tally::UltraLogLog ull(12);                 // 4 KiB
+///     for (const auto& user : events) ull.add(user);
+///     double distinct = ull.estimate();           // +-1.0% (one sigma)
+class UltraLogLog {
+  public:
+    using Estimator = UllEstimator;
+
+    static constexpr int min_precision = 3;
+    static constexpr int max_precision = 26;
+    static constexpr std::uint8_t format_version = 1;
+
+    /// Throws std::invalid_argument unless 3 <= precision <= 26.
+    explicit UltraLogLog(int precision = 12) : p_(check_precision(precision, "tally::UltraLogLog::UltraLogLog")) {}
+    UltraLogLog(const UltraLogLog& o) { copy_from(o); }
+    UltraLogLog(UltraLogLog&& o) noexcept { move_from(o); }
+    UltraLogLog& operator=(const UltraLogLog& o) {
+        if (this != &o) copy_from(o);
+        return *this;
+    }
+    UltraLogLog& operator=(UltraLogLog&& o) noexcept {
+        if (this != &o) move_from(o);
+        return *this;
+    }
+    ~UltraLogLog() = default;
+
+    // ---- adding (not thread-safe) ------------------------------------------
+
+    /// Adds one item, hashed with tally::hash_of (strings: tally::hash64 of their bytes).
+    template <class T>
+    requires Hashable<std::decay_t<T>> || std::is_convertible_v<const T&, std::string_view> TALLY_ALWAYS_INLINE void
+    add(const T& item) noexcept {
+        if constexpr (Hashable<std::decay_t<T>>) {
+            add_hash(hash_of(item));
+        } else {
+            const std::string_view s = item;
+            add_hash(hash64(s.data(), s.size()));
+        }
+    }
+
+    /// Adds an item by its 64-bit hash, which must be well mixed: register =
+    /// the top p bits, update value = leading zeros of the rest (at most
+    /// 64 - p), as hash4j's UltraLogLog.add(long). Any value is valid.
+    TALLY_ALWAYS_INLINE void add_hash(std::uint64_t hash) noexcept;
+
+    /// Back to the empty sketch (martingale estimator, total() 0), keeping
+    /// the precision and the register memory.
+    void clear() noexcept {
+        if (!regs_.empty()) std::memset(regs_.data(), 0, regs_.size());
+        std::vector<std::uint32_t>().swap(sparse_);
+        regs_state_.store(lazy_ready, std::memory_order_relaxed);
+        reset_estimators();
+        total_ = 0;
+    }
+
+    // ---- queries (const, thread-safe among themselves) ---------------------
+
+    /// The martingale estimate while estimator() == martingale, else the FGRA estimate.
+    [[nodiscard]] double estimate() const noexcept { return martingale_ ? mart_estimate_ : fgra_estimate(); }
+
+    /// The estimate of estimator `e`. Throws std::invalid_argument for
+    /// martingale when estimator() is not martingale (after merge, reduce,
+    /// from_state or a decoded frame without it).
+    [[nodiscard]] double estimate(Estimator e) const;
+
+    /// Which estimator estimate() uses: martingale for a sketch that has only seen adds, else fgra.
+    [[nodiscard]] Estimator estimator() const noexcept { return martingale_ ? Estimator::martingale : Estimator::fgra; }
+
+    /// The asymptotic relative standard error of estimate() (large n).
+    [[nodiscard]] double relative_standard_error() const noexcept { return relative_standard_error(estimator()); }
+    /// ... of estimator `e`: 0.658, 0.782 or 0.761 over sqrt(m) for martingale, fgra, ml.
+    [[nodiscard]] double relative_standard_error(Estimator e) const noexcept {
+        const double m = static_cast<double>(register_count());
+        switch (e) {
+            case Estimator::fgra:
+                return std::sqrt(detail::UllFgra::v / m);
+            case Estimator::ml:
+                return detail::UllMl::rse_factor / std::sqrt(m);
+            case Estimator::martingale:
+                break;
+        }
+        return std::sqrt(5.0 * 0.6931471805599453 / 8.0 / m);
+    }
+
+    /// The FGRA estimate (O(m) after a change, then cached).
+    [[nodiscard]] double fgra_estimate() const noexcept;
+
+    /// The maximum-likelihood estimate (O(m) plus a few dozen solver steps).
+    [[nodiscard]] double ml_estimate() const noexcept {
+        std::uint32_t hist[256];
+        histogram(hist);
+        return detail::UllMl::estimate(hist, p_);
+    }
+
+    /// The probability that one more distinct item changes a register (1 when
+    /// empty). O(1) while estimator() == martingale, else O(m).
+    [[nodiscard]] double state_change_probability() const noexcept {
+        if (martingale_) return change_probability();
+        std::uint32_t hist[256];
+        histogram(hist);
+        return detail::ull_change_probability(hist, p_);
+    }
+
+    [[nodiscard]] int precision() const noexcept { return p_; }
+    [[nodiscard]] std::size_t register_count() const noexcept { return std::size_t{1} << p_; }
+
+    /// The 2^p register bytes, identical to hash4j's UltraLogLog.getState()
+    /// for the same hashes (valid until the next non-const call).
+    [[nodiscard]] std::span<const std::uint8_t> state() const noexcept {
+        ensure_registers();
+        if (regs_.empty()) return {zero_registers(p_), register_count()};
+        return regs_;
+    }
+
+    /// True when no register is set.
+    [[nodiscard]] bool empty() const noexcept { return !any_; }
+    /// Number of add/add_hash calls, summed over merges (saturating there); 0 for from_state.
+    [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return sizeof(*this) + regs_.capacity() + sparse_.capacity() * sizeof(std::uint32_t);
+    }
+
+    /// Same precision and registers (the estimator state may differ).
+    friend bool operator==(const UltraLogLog& a, const UltraLogLog& b) noexcept {
+        if (a.p_ != b.p_) return false;
+        const auto x = a.state();
+        const auto y = b.state();
+        return std::memcmp(x.data(), y.data(), x.size()) == 0;
+    }
+
+    // ---- merging -----------------------------------------------------------
+
+    /// Same precision (fold a larger one with reduce()).
+    [[nodiscard]] bool mergeable_with(const UltraLogLog& other) const noexcept { return p_ == other.p_; }
+
+    /// Register-wise union: afterwards *this is exactly the sketch of the union
+    /// of both streams, and estimator() is fgra (unless one side was empty:
+    /// then the other's state is kept). Throws std::invalid_argument (and
+    /// changes nothing) unless mergeable_with(other).
+    UltraLogLog& merge(const UltraLogLog& other);
+
+    /// The sketch this one would be at precision `precision` (3 <=
+    /// precision <= this->precision()), exactly, as hash4j's downsize
+    /// (estimator fgra unless empty).
+    [[nodiscard]] UltraLogLog reduce(int precision) const;
+
+    /// The HyperLogLog (HllHashMode::tally, the same precision) whose
+    /// registers are those of a HyperLogLog fed the same hashes: each register
+    /// is the largest update value + 1. Estimator ertl; total() carries over.
+    /// Throws std::invalid_argument unless precision() is in HyperLogLog's [4, 18].
+    [[nodiscard]] HyperLogLog to_hyperloglog() const;
+
+    // ---- hash4j state ------------------------------------------------------
+
+    /// A sketch with these register bytes (a hash4j getState()): the length
+    /// must be 2^p with p in [3, 26] and every byte a valid register of that
+    /// precision, else tally::FormatError. Estimator fgra (martingale when all
+    /// zero); total() 0.
+    [[nodiscard]] static UltraLogLog from_state(std::span<const std::uint8_t> state);
+
+    // ---- tally serialization -----------------------------------------------
+
+    /// Format version 1 (docs/ultraloglog.md): precision, flags, encoding,
+    /// total(), the martingale estimate while estimator() is martingale, then
+    /// the registers dense (2^p bytes) or as a sparse list, whichever is shorter.
+    [[nodiscard]] std::vector<std::byte> serialize() const;
+
+    /// Decodes format version 1. Every length is checked before anything is
+    /// allocated; an empty sketch allocates no registers. Throws
+    /// tally::FormatError for anything but a valid encoding (a register
+    /// impossible at the precision, a martingale estimate that is negative,
+    /// not finite, or not 0 exactly when the registers are empty).
+    [[nodiscard]] static UltraLogLog deserialize(std::span<const std::byte> bytes);
+
+  private:
+    static int check_precision(int precision, const char* who) {
+        detail::check_range(who, "precision", precision, min_precision, max_precision);
+        return precision;
+    }
+
+    static std::size_t varint_size(std::size_t v) noexcept {
+        std::size_t n = 1;
+        while (v >= 0x80) {
+            v >>= 7;
+            ++n;
+        }
+        return n;
+    }
+
+    // 2^p zero bytes for an unallocated sketch's state(): one calloc per p,
+    // made once (untouched pages cost address space, not memory).
+    static const std::uint8_t* zero_registers(int p) noexcept;
+
+    // Exclusive access (non-const callers): the register array, allocated (an
+    // allocation failure in add terminates, as add is noexcept).
+    void allocate() {
+        if (regs_state_.load(std::memory_order_relaxed) != lazy_ready) {
+            ensure_registers();
+            std::vector<std::uint32_t>().swap(sparse_);
+        }
+        if (regs_.empty()) regs_.assign(register_count(), 0);
+    }
+
+    static constexpr std::uint8_t lazy_ready = 0;
+    static constexpr std::uint8_t lazy_pending = 1;
+    static constexpr std::uint8_t lazy_busy = 2;
+
+    // The registers of a decoded sparse frame, built once; concurrent const
+    // callers wait for the one that builds them. The list stays until a writer.
+    void ensure_registers() const noexcept;
+
+    // f(index, value) for every non-zero register, in index order, without
+    // building the array of a decoded sparse frame.
+    template <class F>
+    void for_each_nonzero(F&& f) const {
+        if (regs_state_.load(std::memory_order_acquire) != lazy_ready) {
+            for (const std::uint32_t e : sparse_) f(std::size_t{e >> 8}, static_cast<std::uint8_t>(e & 0xff));
+            return;
+        }
+        if (!any_) return;
+        for (std::size_t i = 0; i < regs_.size(); ++i)
+            if (regs_[i] != 0) f(i, regs_[i]);
+    }
+
+    void reset_estimators() noexcept {
+        any_ = false;
+        martingale_ = true;
+        mart_estimate_ = 0.0;
+        change_sum_ = 0;
+        fgra_cache_.store(-1.0, std::memory_order_relaxed);
+    }
+
+    double change_probability() const noexcept {
+        // change_sum_ is 2^64 (wrapped to 0) exactly when every register is
+        // empty, and 0 when every register is full (then no add changes it).
+        if (change_sum_ == 0) return any_ ? 0.0 : 1.0;
+        return static_cast<double>(change_sum_) * 0x1p-64;
+    }
+
+    // One register went from `old` to `now`: the martingale estimate grows by
+    // 1 / (the change probability before the change), which then drops by the
+    // register's share.
+    void changed(std::uint8_t old, std::uint8_t now) noexcept {
+        any_ = true;
+        fgra_cache_.store(-1.0, std::memory_order_relaxed);
+        if (!martingale_) return;
+        const double prob = change_sum_ == 0 ? 1.0 : static_cast<double>(change_sum_) * 0x1p-64;
+        mart_estimate_ += 1.0 / prob;
+        change_sum_ -= detail::ull_change_weight(old, p_) - detail::ull_change_weight(now, p_);
+    }
+
+    void histogram(std::uint32_t (&hist)[256]) const noexcept;
+
+    // a[i] = the register of the union of a[i]'s and b[i]'s hash prefixes
+    // (the rule and its kernels: detail/ultraloglog_kernels.hpp).
+    static void merge_registers(std::uint8_t* __restrict a, const std::uint8_t* __restrict b, std::size_t m) noexcept;
+
+    void copy_from(const UltraLogLog& o);
+
+    void move_from(UltraLogLog& o) noexcept;
+
+    int p_ = 12;
+    bool any_ = false;  // some register is set
+    bool martingale_ = true;
+    double mart_estimate_ = 0.0;
+    std::uint64_t change_sum_ = 0;  // the change probability in units of 2^-64 (wrapping: empty = 2^64 = 0)
+    std::uint64_t total_ = 0;
+    mutable std::atomic<double> fgra_cache_{-1.0};              // < 0: not computed since the last change
+    mutable std::atomic<std::uint8_t> regs_state_{lazy_ready};  // lazy_pending: regs_ not built from sparse_ yet
+    // empty until the first add or merge; cache-line aligned for the merge kernels
+    mutable std::vector<std::uint8_t, detail::CacheAlignedAllocator<std::uint8_t>> regs_;
+    std::vector<std::uint32_t> sparse_;  // (index << 8) | value, ascending, while regs_state_ is pending
+};
+
+TALLY_ALWAYS_INLINE void UltraLogLog::add_hash(std::uint64_t hash) noexcept {
+    ++total_;
+    if (TALLY_UNLIKELY(regs_.empty())) allocate();
+    const auto index = static_cast<std::size_t>(hash >> (64 - p_));
+    // Bit p - 1 caps the count at 64 - p (the low p bits are shifted-in zeros).
+    const int bit = std::countl_zero((hash << p_) | (std::uint64_t{1} << (p_ - 1))) + p_ - 1;
+    std::uint8_t& reg = regs_[index];
+    const std::uint8_t old = reg;
+    // Most updates fall at or below the register's top position, where
+    // it changes only for an unset bit h - 1 or h - 2.
+    if (TALLY_LIKELY(((detail::ull_unchanged_by[old] >> bit) & 1) != 0)) return;
+    const std::uint8_t now = detail::ull_pack(detail::ull_unpack(old) | (std::uint64_t{1} << bit));
+    reg = now;
+    changed(old, now);
+}
+
+inline double UltraLogLog::estimate(Estimator e) const {
+    switch (e) {
+        case Estimator::fgra:
+            return fgra_estimate();
+        case Estimator::ml:
+            return ml_estimate();
+        case Estimator::martingale:
+            if (!martingale_)
+                detail::throw_invalid_argument(
+                    "tally::UltraLogLog::estimate: the martingale estimate is not available after merge, "
+                    "reduce or from_state (estimator() is fgra)");
+            return mart_estimate_;
+    }
+    detail::throw_invalid_argument("tally::UltraLogLog::estimate: estimator " + std::to_string(static_cast<int>(e)) +
+                                   " is out of range [0, 2]");
+}
+
+inline double UltraLogLog::fgra_estimate() const noexcept {
+    const double cached = fgra_cache_.load(std::memory_order_relaxed);
+    if (cached >= 0) return cached;
+    std::uint32_t hist[256];
+    histogram(hist);
+    const double e = detail::UllFgra::get().estimate(hist, p_);
+    fgra_cache_.store(e, std::memory_order_relaxed);
+    return e;
+}
+
+inline UltraLogLog& UltraLogLog::merge(const UltraLogLog& other) {
+    if (p_ != other.p_)
+        detail::throw_invalid_argument("tally::UltraLogLog::merge: precision " + std::to_string(other.p_) +
+                                       " does not match " + std::to_string(p_) +
+                                       " (fold the larger one with reduce())");
+    const std::uint64_t total = detail::sat_add(total_, other.total_);
+    if (this == &other || other.empty()) {
+        total_ = total;
+        return *this;
+    }
+    if (empty()) {
+        *this = other;
+        total_ = total;
+        return *this;
+    }
+    allocate();
+    other.ensure_registers();
+    merge_registers(regs_.data(), other.regs_.data(), regs_.size());
+    martingale_ = false;
+    fgra_cache_.store(-1.0, std::memory_order_relaxed);
+    total_ = total;
+    return *this;
+}
+
+inline UltraLogLog UltraLogLog::reduce(int precision) const {
+    detail::check_range("tally::UltraLogLog::reduce", "precision", precision, min_precision, p_);
+    if (precision == p_) {
+        UltraLogLog out(*this);
+        if (!out.empty()) out.martingale_ = false;
+        return out;
+    }
+    UltraLogLog out(precision);
+    out.total_ = total_;
+    if (empty()) return out;
+    out.allocate();
+    const int d = p_ - precision;
+    const std::size_t group = std::size_t{1} << d;
+    const std::uint8_t* src = state().data();
+    for (std::size_t i = 0; i < out.regs_.size(); ++i, src += group) {
+        // Register (i << d) + k, k != 0: its items have k's top bit as their
+        // first 1 after the new index: update value d - bit_width(k).
+        std::uint64_t prefix = detail::ull_unpack(src[0]);
+        for (std::size_t k = 1; k < group; ++k)
+            if (src[k] != 0) prefix |= std::uint64_t{1} << (p_ - 1 - static_cast<int>(std::bit_width(k)));
+        if (prefix != 0) out.regs_[i] = detail::ull_pack(prefix);
+    }
+    out.any_ = true;
+    out.martingale_ = false;
+    return out;
+}
+
+inline HyperLogLog UltraLogLog::to_hyperloglog() const {
+    detail::check_range("tally::UltraLogLog::to_hyperloglog", "precision", p_, HyperLogLog::min_precision,
+                        HyperLogLog::max_precision);
+    // A HyperLogLog frame (format version 2, sparse registers: docs/hyperloglog.md).
+    std::size_t nonzero = 0;
+    for_each_nonzero([&](std::size_t, std::uint8_t) { ++nonzero; });
+    ByteWriter w(frame_header_size + 14 + 4 * nonzero);
+    w.header(Family::hyperloglog, 2);
+    w.u8(static_cast<std::uint8_t>(p_));
+    w.u8(static_cast<std::uint8_t>(HllHashMode::tally));
+    w.u8(1);  // sparse
+    w.u8(0);  // no HIP state
+    w.u64(total_);
+    w.varint(nonzero);
+    std::size_t next = 0;
+    for_each_nonzero([&](std::size_t i, std::uint8_t r) {
+        w.varint(i - next);
+        w.u8(static_cast<std::uint8_t>((r >> 2) - p_ + 2));
+        next = i + 1;
+    });
+    return HyperLogLog::deserialize(w.buffer());
+}
+
+inline UltraLogLog UltraLogLog::from_state(std::span<const std::uint8_t> state) {
+    const std::size_t n = state.size();
+    if (n < (std::size_t{1} << min_precision) || n > (std::size_t{1} << max_precision) || !std::has_single_bit(n))
+        detail::throw_format_error("tally::UltraLogLog::from_state: length " + std::to_string(n) +
+                                   " is not 2^p for p in [3, 26]");
+    const int p = std::countr_zero(n);
+    UltraLogLog out(p);
+    bool any = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!detail::ull_valid_register(state[i], p))
+            detail::throw_format_error("tally::UltraLogLog::from_state: register " + std::to_string(i) + " has value " +
+                                       std::to_string(state[i]) + ", not a register of precision " + std::to_string(p));
+        any |= state[i] != 0;
+    }
+    if (any) {
+        out.regs_.assign(state.begin(), state.end());
+        out.any_ = true;
+        out.martingale_ = false;
+    }
+    return out;
+}
+
+inline std::vector<std::byte> UltraLogLog::serialize() const {
+    const std::size_t m = register_count();
+    std::size_t nonzero = 0;
+    std::size_t sparse_bytes = 0;
+    std::size_t next = 0;
+    for_each_nonzero([&](std::size_t i, std::uint8_t) {
+        sparse_bytes += varint_size(i - next) + 1;
+        next = i + 1;
+        ++nonzero;
+    });
+    sparse_bytes += varint_size(nonzero);
+    const bool sparse = sparse_bytes < m;
+    ByteWriter w(frame_header_size + 12 + 8 + (sparse ? sparse_bytes : m));
+    w.header(Family::ultraloglog, format_version);
+    w.u8(static_cast<std::uint8_t>(p_));
+    w.u8(martingale_ ? 1 : 0);
+    w.u8(sparse ? 1 : 0);
+    w.u8(0);
+    w.u64(total_);
+    if (martingale_) w.f64(mart_estimate_);
+    if (sparse) {
+        w.varint(nonzero);
+        next = 0;
+        for_each_nonzero([&](std::size_t i, std::uint8_t r) {
+            w.varint(i - next);
+            w.u8(r);
+            next = i + 1;
+        });
+    } else {
+        const auto regs = state();
+        w.bytes(regs.data(), regs.size());
+    }
+    return w.take();
+}
+
+inline UltraLogLog UltraLogLog::deserialize(std::span<const std::byte> bytes) {
+    ByteReader r(bytes);
+    (void)r.header(Family::ultraloglog, format_version);
+    const int p = r.u8();
+    if (p < min_precision || p > max_precision)
+        detail::throw_format_error(
+            detail::out_of_range_message("tally::UltraLogLog::deserialize", "precision", p, 3, 26));
+    const std::uint8_t flags = r.u8();
+    format_check(flags <= 1, "UltraLogLog: unknown flags");
+    const std::uint8_t encoding = r.u8();
+    format_check(encoding <= 1, "UltraLogLog: unknown register encoding");
+    format_check(r.u8() == 0, "UltraLogLog: reserved byte is not zero");
+    const std::uint64_t total = r.u64();
+    const double mart = flags == 1 ? r.f64() : 0.0;
+    const std::size_t m = std::size_t{1} << p;
+    UltraLogLog out(p);
+    bool any = false;
+    if (encoding == 0) {
+        const auto raw = r.bytes(m);
+        r.expect_end();
+        const auto* b = reinterpret_cast<const std::uint8_t*>(raw.data());
+        for (std::size_t i = 0; i < m; ++i) {
+            format_check(detail::ull_valid_register(b[i], p),
+                         "UltraLogLog: register value impossible at this precision");
+            any |= b[i] != 0;
+        }
+        // The encoding is canonical: dense only where the sparse list is not shorter.
+        std::size_t sparse_bytes = 0, nonzero = 0, next = 0;
+        for (std::size_t i = 0; i < m; ++i) {
+            if (b[i] == 0) continue;
+            sparse_bytes += varint_size(i - next) + 1;
+            next = i + 1;
+            ++nonzero;
+        }
+        format_check(sparse_bytes + varint_size(nonzero) >= m,
+                     "UltraLogLog: dense registers where the sparse list is shorter");
+        out.regs_.assign(b, b + m);
+    } else {
+        const std::uint64_t k = r.count(r.varint(), 2, m, "UltraLogLog non-zero register");
+        ByteReader again = r;
+        std::size_t next = 0;
+        for (std::uint64_t j = 0; j < k; ++j) {
+            const std::uint64_t gap = r.varint();
+            format_check(gap < m - next, "UltraLogLog: sparse register index out of range");
+            const std::uint8_t v = r.u8();
+            format_check(v != 0 && detail::ull_valid_register(v, p),
+                         "UltraLogLog: sparse register value impossible at this precision");
+            next += static_cast<std::size_t>(gap) + 1;
+        }
+        r.expect_end();
+        // A sparse list as long as the dense array would not be written.
+        format_check(r.position() - again.position() + varint_size(k) < m,
+                     "UltraLogLog: sparse list is not shorter than the dense registers");
+        if (k != 0) {
+            // Kept as a list (its size bounded by the input's), the 2^p
+            // registers built on first use.
+            any = true;
+            out.sparse_.reserve(static_cast<std::size_t>(k));
+            next = 0;
+            for (std::uint64_t j = 0; j < k; ++j) {
+                next += static_cast<std::size_t>(again.varint());
+                out.sparse_.push_back(static_cast<std::uint32_t>(next << 8) | again.u8());
+                ++next;
+            }
+            out.regs_state_.store(lazy_pending, std::memory_order_relaxed);
+        }
+    }
+    out.total_ = total;
+    out.any_ = any;
+    if (flags == 1) {
+        format_check(std::isfinite(mart) && mart >= 0 && ((mart == 0) == !any),
+                     "UltraLogLog: martingale estimate does not match the registers");
+        out.mart_estimate_ = mart;
+        if (any) {
+            std::uint32_t hist[256];
+            out.histogram(hist);
+            std::uint64_t sum = 0;  // wraps to 0 only for the empty sketch
+            for (int v = 0; v < 256; ++v)
+                sum += static_cast<std::uint64_t>(hist[v]) * detail::ull_change_weight(static_cast<std::uint8_t>(v), p);
+            out.change_sum_ = sum;
+        }
+    } else {
+        out.martingale_ = !any;
+    }
+    return out;
+}
+
+inline const std::uint8_t* UltraLogLog::zero_registers(int p) noexcept {
+    static std::atomic<const std::uint8_t*> cache[max_precision + 1] = {};
+    const std::uint8_t* z = cache[p].load(std::memory_order_acquire);
+    if (z != nullptr) return z;
+    auto* fresh = static_cast<const std::uint8_t*>(std::calloc(std::size_t{1} << p, 1));
+    if (fresh == nullptr) detail::abort_with("tally::UltraLogLog", "out of memory for the zero state");
+    if (cache[p].compare_exchange_strong(z, fresh, std::memory_order_acq_rel)) return fresh;
+    std::free(const_cast<std::uint8_t*>(fresh));
+    return z;
+}
+
+inline void UltraLogLog::ensure_registers() const noexcept {
+    if (TALLY_LIKELY(regs_state_.load(std::memory_order_acquire) == lazy_ready)) return;
+    for (;;) {
+        std::uint8_t s = regs_state_.load(std::memory_order_acquire);
+        if (s == lazy_ready) return;
+        if (s == lazy_pending &&
+            regs_state_.compare_exchange_weak(s, lazy_busy, std::memory_order_acquire, std::memory_order_relaxed)) {
+            regs_.assign(register_count(), 0);
+            for (const std::uint32_t e : sparse_) regs_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
+            regs_state_.store(lazy_ready, std::memory_order_release);
+            return;
+        }
+        std::this_thread::yield();
+    }
+}
+
+inline void UltraLogLog::histogram(std::uint32_t (&hist)[256]) const noexcept {
+    if (regs_state_.load(std::memory_order_acquire) != lazy_ready || regs_.empty()) {
+        std::memset(hist, 0, sizeof hist);
+        std::uint32_t k = 0;
+        for_each_nonzero([&](std::size_t, std::uint8_t r) {
+            ++hist[r];
+            ++k;
+        });
+        hist[0] = static_cast<std::uint32_t>(register_count()) - k;
+        return;
+    }
+    detail::ull_histogram(regs_.data(), regs_.size(), hist);
+}
+
+inline void UltraLogLog::merge_registers(std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
+                                         std::size_t m) noexcept {
+    detail::ull_merge_registers(a, b, m);
+}
+
+inline void UltraLogLog::copy_from(const UltraLogLog& o) {
+    p_ = o.p_;
+    any_ = o.any_;
+    martingale_ = o.martingale_;
+    mart_estimate_ = o.mart_estimate_;
+    change_sum_ = o.change_sum_;
+    total_ = o.total_;
+    // A pending list is never modified by const members: copied as it is.
+    if (o.regs_state_.load(std::memory_order_acquire) == lazy_ready) {
+        regs_ = o.regs_;
+        sparse_.clear();
+        regs_state_.store(lazy_ready, std::memory_order_relaxed);
+    } else {
+        regs_.clear();
+        sparse_ = o.sparse_;
+        regs_state_.store(lazy_pending, std::memory_order_relaxed);
+    }
+    fgra_cache_.store(o.fgra_cache_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+inline void UltraLogLog::move_from(UltraLogLog& o) noexcept {
+    p_ = o.p_;
+    any_ = o.any_;
+    martingale_ = o.martingale_;
+    mart_estimate_ = o.mart_estimate_;
+    change_sum_ = o.change_sum_;
+    total_ = o.total_;
+    regs_ = std::move(o.regs_);
+    sparse_ = std::move(o.sparse_);
+    regs_state_.store(o.regs_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    fgra_cache_.store(o.fgra_cache_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    // The moved-from sketch is the empty sketch of its precision.
+    o.regs_.clear();
+    o.sparse_.clear();
+    o.regs_state_.store(lazy_ready, std::memory_order_relaxed);
+    o.reset_estimators();
+    o.total_ = 0;
+}
+
+static_assert(MergeableSummary<UltraLogLog>);
+static_assert(SummaryObservers<UltraLogLog>);
+
+TALLY_END_NAMESPACE
