@@ -59,9 +59,9 @@ inline constexpr std::size_t script_count = 3;
 /// The full Lua source of a script (for SCRIPT LOAD / EVAL).
 inline const std::string& script_source(Script s) {
     static const std::array<std::string, script_count> sources{
-        std::string(detail::lua_prelude) + std::string(detail::lua_gcra),
-        std::string(detail::lua_prelude) + std::string(detail::lua_sliding),
-        std::string(detail::lua_prelude) + std::string(detail::lua_gcra_batch)};
+        std::string(redis::detail::lua_prelude) + std::string(redis::detail::lua_gcra),
+        std::string(redis::detail::lua_prelude) + std::string(redis::detail::lua_sliding),
+        std::string(redis::detail::lua_prelude) + std::string(redis::detail::lua_gcra_batch)};
     return sources[static_cast<std::size_t>(s)];
 }
 

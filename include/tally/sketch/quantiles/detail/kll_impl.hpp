@@ -1,0 +1,674 @@
+// tally/sketch/quantiles/detail/kll_impl.hpp: the bodies of KllSketch.
+// Included at the end of the public header, whose declarations it needs.
+#pragma once
+
+#include "../../../detail/abi.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#include "../../../core/platform.hpp"
+#include "../../../core/serialize.hpp"
+#include "../../../detail/primitives.hpp"
+#include "../../../detail/throw.hpp"
+#include "kll_compactor.hpp"
+#include "kll_datasketches.hpp"
+#include "../kll.hpp"
+
+TALLY_BEGIN_NAMESPACE
+
+// ---------------------------------------------------------------------------
+// Implementation
+
+template <class T>
+KllSketch<T>::KllSketch(std::uint16_t k, std::uint64_t seed) : caps_(k < smallest_k ? smallest_k : k), seed_(seed), rng_(seed), k_(k), min_k_(k) {
+    if (k < smallest_k)
+        detail::throw_invalid_argument("tally::KllSketch::KllSketch: k " + std::to_string(k) +
+                                       " is out of range [8, 65535]");
+}
+
+template <class T>
+KllSketch<T>::KllSketch(const KllSketch& o)
+    : caps_(o.caps_), levels_(o.levels_), n_(o.n_), seed_(o.seed_), rng_(o.rng_), min_(o.min_), max_(o.max_),
+      cap_(o.cap_), base_(o.base_), k_(o.k_), min_k_(o.min_k_), num_levels_(o.num_levels_), sorted0_(o.sorted0_) {
+    if (o.items_) {
+        items_.reset(new T[cap_ - base_]);
+        std::copy(o.items_.get() + (levels_[0] - base_), o.items_.get() + (cap_ - base_),
+                  items_.get() + (levels_[0] - base_));
+    }
+}
+
+template <class T>
+KllSketch<T>& KllSketch<T>::operator=(const KllSketch& o) {
+    if (this != &o) {
+        KllSketch copy(o);
+        *this = std::move(copy);
+    }
+    return *this;
+}
+
+template <class T>
+KllSketch<T>::KllSketch(KllSketch&& o) noexcept
+    : caps_(o.caps_), levels_(o.levels_), items_(std::move(o.items_)), n_(o.n_), seed_(o.seed_), rng_(o.rng_),
+      min_(o.min_), max_(o.max_), cap_(o.cap_), base_(o.base_), k_(o.k_), min_k_(o.min_k_), num_levels_(o.num_levels_),
+      sorted0_(o.sorted0_), view_ok_(o.view_ok_), view_(std::move(o.view_)) {
+    o.reset_empty();
+}
+
+template <class T>
+KllSketch<T>& KllSketch<T>::operator=(KllSketch&& o) noexcept {
+    if (this != &o) {
+        caps_ = o.caps_;
+        levels_ = o.levels_;
+        items_ = std::move(o.items_);
+        n_ = o.n_;
+        seed_ = o.seed_;
+        rng_ = o.rng_;
+        min_ = o.min_;
+        max_ = o.max_;
+        cap_ = o.cap_;
+        base_ = o.base_;
+        k_ = o.k_;
+        min_k_ = o.min_k_;
+        num_levels_ = o.num_levels_;
+        sorted0_ = o.sorted0_;
+        view_ok_ = o.view_ok_;
+        view_ = std::move(o.view_);
+        o.reset_empty();
+    }
+    return *this;
+}
+
+template <class T>
+void KllSketch<T>::reset_empty() noexcept {
+    items_.reset();
+    levels_ = {};
+    n_ = 0;
+    rng_ = seed_;
+    min_ = std::numeric_limits<T>::infinity();
+    max_ = -std::numeric_limits<T>::infinity();
+    cap_ = 0;
+    base_ = 0;
+    min_k_ = k_;
+    num_levels_ = 1;
+    sorted0_ = false;
+    view_ok_ = false;
+    view_.items_.clear();
+    view_.cum_.clear();
+    view_.first_at_.clear();
+    view_.below_.clear();
+}
+
+template <class T>
+void KllSketch<T>::clear() noexcept {
+    reset_empty();
+    view_.items_.shrink_to_fit();
+    view_.cum_.shrink_to_fit();
+    view_.first_at_.shrink_to_fit();
+    view_.below_.shrink_to_fit();
+}
+
+template <class T>
+TALLY_ALWAYS_INLINE bool KllSketch<T>::try_add(T x) noexcept {
+    if (TALLY_UNLIKELY(x != x)) return false;
+    if (TALLY_UNLIKELY(levels_[0] == base_) && !make_room()) return false;
+    x += T(0);  // -0 -> +0
+    items_[--levels_[0] - base_] = x;
+    ++n_;
+    sorted0_ = false;
+    view_ok_ = false;
+    return true;
+}
+
+template <class T>
+bool KllSketch<T>::make_room() noexcept {
+    if (!items_) {
+        items_.reset(new (std::nothrow) T[k_]);
+        if (!items_) return false;
+        cap_ = k_;
+        levels_[0] = levels_[1] = k_;
+        num_levels_ = 1;
+        return true;
+    }
+    if (base_ != 0) {  // decoded: allocate the free space now
+        std::unique_ptr<T[]> buf(new (std::nothrow) T[cap_]);
+        if (!buf) return false;
+        std::copy(items_.get(), items_.get() + (cap_ - base_), buf.get() + base_);
+        items_ = std::move(buf);
+        base_ = 0;
+        return true;
+    }
+    // the buffer is full: compact the lowest level at or over its capacity
+    std::uint32_t h = 0;
+    while (h + 1 < num_levels_ && levels_[h + 1] - levels_[h] < caps_.level(num_levels_, h)) ++h;
+    if (h == num_levels_ - 1 && !grow()) return false;
+    detail::kll_compact_level(items_.get(), levels_.data(), h, sorted0_, bit(), min_, max_);
+    return true;
+}
+
+template <class T>
+bool KllSketch<T>::grow() noexcept {
+    if (num_levels_ >= detail::kll_max_levels) return false;
+    const std::uint32_t delta = caps_.level(num_levels_ + 1, 0);
+    const std::uint32_t new_cap = cap_ + delta;
+    std::unique_ptr<T[]> buf(new (std::nothrow) T[new_cap]);
+    if (!buf) return false;
+    std::copy(items_.get() + levels_[0], items_.get() + cap_, buf.get() + levels_[0] + delta);
+    items_ = std::move(buf);
+    for (std::uint32_t i = 0; i <= num_levels_; ++i) levels_[i] += delta;
+    ++num_levels_;
+    levels_[num_levels_] = new_cap;
+    cap_ = new_cap;
+    return true;
+}
+
+template <class T>
+KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
+    if (other.empty()) return *this;
+    if (this == &other) {
+        const KllSketch copy(other);
+        return merge(copy);
+    }
+    if (n_ > std::numeric_limits<std::uint64_t>::max() - other.n_)
+        detail::throw_invalid_argument("tally::KllSketch::merge: the item count would overflow 2^64 - 1");
+    const std::uint64_t final_n = n_ + other.n_;
+    // before the level-0 items of either are compacted away
+    const T lo = std::min(lowest(), other.lowest());
+    const T hi = std::max(highest(), other.highest());
+    const std::uint32_t prov = std::max(num_levels_, other.num_levels_);
+    const std::uint32_t count = num_retained() + other.num_retained();
+    std::unique_ptr<T[]> work(new T[count]);
+    // only the bounds the sweep reads: up to prov + 2 levels
+    detail::KllLevels in, out;
+    const std::size_t used = std::min<std::size_t>(prov + 3, in.size());
+    std::fill_n(in.begin(), used, 0u);
+    std::fill_n(out.begin(), used, 0u);
+    // level 0: both level 0s, unsorted; above: the two sorted runs merged
+    T* w = work.get();
+    const std::uint32_t s0 = level_size(0), o0 = other.level_size(0);
+    const auto self_at = [&](std::uint32_t i) { return items_.get() + (i - base_); };
+    const auto other_at = [&](std::uint32_t i) { return other.items_.get() + (i - other.base_); };
+    if (s0) std::copy(self_at(levels_[0]), self_at(levels_[1]), w);
+    std::copy(other_at(other.levels_[0]), other_at(other.levels_[1]), w + s0);
+    in[0] = 0;
+    in[1] = s0 + o0;
+    for (std::uint32_t h = 1; h < prov; ++h) {
+        const std::uint32_t a = level_size(h), b = other.level_size(h);
+        const T* pa = a ? self_at(levels_[h]) : nullptr;
+        const T* pb = b ? other_at(other.levels_[h]) : nullptr;
+        detail::kll_merge_into(pa, a, pb, b, w + in[h]);
+        in[h + 1] = in[h] + a + b;
+    }
+    const detail::KllCompressResult r =
+        detail::kll_general_compress(caps_, prov, w, in.data(), out.data(), false, [this] { return bit(); });
+    std::unique_ptr<T[]> buf;
+    if (r.capacity != cap_ || !items_ || base_ != 0) buf.reset(new T[r.capacity]);
+    // nothing below throws
+    if (buf) items_ = std::move(buf);
+    const std::uint32_t bottom = r.capacity - r.num_items;
+    std::copy(w + out[0], w + out[0] + r.num_items, items_.get() + bottom);
+    levels_ = {};
+    for (std::uint32_t h = 0; h <= r.num_levels; ++h) levels_[h] = out[h] - out[0] + bottom;
+    num_levels_ = r.num_levels;
+    cap_ = r.capacity;
+    base_ = 0;
+    n_ = final_n;
+    min_ = lo;
+    max_ = hi;
+    if (other.num_levels_ > 1) min_k_ = std::min(min_k_, other.min_k_);
+    sorted0_ = false;
+    view_ok_ = false;
+    return *this;
+}
+
+// ---- sorted view ------------------------------------------------------------
+
+template <class T>
+void KllSketch<T>::build_view() const {
+    const std::uint32_t m = num_retained();
+    std::vector<std::pair<T, std::uint64_t>> cur, tmp;
+    cur.reserve(m);
+    tmp.reserve(m);
+    const auto by_item = [](const std::pair<T, std::uint64_t>& a, const std::pair<T, std::uint64_t>& b) {
+        return a.first < b.first;
+    };
+    for (std::uint32_t i = levels_[0]; i < levels_[1]; ++i) cur.emplace_back(items_[i - base_], 1);
+    if (!sorted0_) std::sort(cur.begin(), cur.end(), by_item);
+    for (std::uint32_t h = 1; h < num_levels_; ++h) {
+        if (levels_[h] == levels_[h + 1]) continue;
+        const std::size_t before = cur.size();
+        for (std::uint32_t i = levels_[h]; i < levels_[h + 1]; ++i) cur.emplace_back(items_[i - base_], std::uint64_t{1} << h);
+        if (before == 0) continue;
+        tmp.clear();
+        // the higher level first: equal items then stand in descending level
+        // order, as in DataSketches Java's view, so that cumulative weights
+        // inside a run of ties are Java's too
+        std::merge(cur.begin() + static_cast<std::ptrdiff_t>(before), cur.end(), cur.begin(),
+                   cur.begin() + static_cast<std::ptrdiff_t>(before), std::back_inserter(tmp), by_item);
+        cur.swap(tmp);
+    }
+    // In estimation mode the exact min and max may have been compacted away:
+    // as DataSketches Java (IncludeMinMax), the view then starts with min at
+    // cumulative weight 1 and ends with max at n, the last retained item
+    // giving up one unit of weight to it.
+    const T lo = m ? lowest() : T(0), hi = m ? highest() : T(0);
+    const bool add_lo = m && cur.front().first != lo;
+    const bool add_hi = m && cur.back().first != hi;
+    const std::size_t len = m + (add_lo ? 1 : 0) + (add_hi ? 1 : 0);
+    view_.items_.resize(len);
+    view_.cum_.resize(len);
+    std::uint64_t total = 0;
+    const std::size_t off = add_lo ? 1 : 0;
+    for (std::uint32_t i = 0; i < m; ++i) {
+        view_.items_[i + off] = cur[i].first;
+        total += cur[i].second;
+        view_.cum_[i + off] = total;
+    }
+    if (add_lo) {
+        view_.items_[0] = lo;
+        view_.cum_[0] = 1;
+    }
+    if (add_hi) {
+        view_.items_[len - 1] = hi;
+        view_.cum_[len - 1] = total;
+        view_.cum_[len - 2] = total - 1;
+    }
+    view_.index_weights();
+    view_.index_items();
+    view_ok_ = true;
+}
+
+template <class T>
+const typename KllSketch<T>::SortedView& KllSketch<T>::sorted_view() const {
+    if (!view_ok_) build_view();
+    return view_;
+}
+
+template <class T>
+void KllSketch<T>::SortedView::index_weights() {
+    const std::size_t m = cum_.size();
+    first_at_.clear();
+    shift_ = 0;
+    if (m == 0) return;
+    const std::uint64_t total = cum_.back();
+    while ((total >> shift_) >= 2 * m) ++shift_;
+    const std::size_t buckets = static_cast<std::size_t>(total >> shift_) + 1;
+    first_at_.resize(buckets);
+    std::size_t i = 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+        const std::uint64_t start = static_cast<std::uint64_t>(b) << shift_;
+        while (i + 1 < m && cum_[i] < start) ++i;
+        first_at_[b] = static_cast<std::uint32_t>(i);
+    }
+}
+
+template <class T>
+void KllSketch<T>::SortedView::index_items() {
+    const std::size_t m = items_.size();
+    below_.clear();
+    key_shift_ = 0;
+    if (m == 0) return;
+    key_lo_ = order_key(items_.front());
+    key_hi_ = order_key(items_.back());
+    const Key span = key_hi_ - key_lo_;
+    while ((span >> key_shift_) >= 2 * m) ++key_shift_;
+    const std::size_t buckets = static_cast<std::size_t>(span >> key_shift_) + 1;
+    below_.resize(buckets + 1);
+    std::size_t i = 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+        const Key start = key_lo_ + (static_cast<Key>(b) << key_shift_);
+        while (i < m && order_key(items_[i]) < start) ++i;
+        below_[b] = static_cast<std::uint32_t>(i);
+    }
+    below_[buckets] = static_cast<std::uint32_t>(m);
+}
+
+template <class T>
+T KllSketch<T>::SortedView::quantile(double rank, bool inclusive) const noexcept {
+    // The answer is the first item whose cumulative weight reaches `need`,
+    // at most n (the last item's weight, so every scan below stops by the
+    // last item), so its bucket exists.
+    const std::uint64_t need = needed_weight(rank, cum_.back(), inclusive);
+    std::size_t i = first_at_[static_cast<std::size_t>(need >> shift_)];
+    const std::uint64_t* cum = cum_.data();
+    // a bucket holds one or two boundaries in most views: two steps without
+    // branches, then a loop that seldom runs
+    i += static_cast<std::size_t>(cum[i] < need);
+    i += static_cast<std::size_t>(cum[i] < need);
+    while (cum[i] < need) ++i;
+    return items_[i];
+}
+
+template <class T>
+double KllSketch<T>::SortedView::rank(T item, bool inclusive) const noexcept {
+    const Key key = order_key(item);
+    if (key < key_lo_) return 0;   // below every item
+    if (key > key_hi_) return 1;   // above every item: all the weight
+    // Items before the key's bucket are below item, items from the next
+    // bucket on above it: only the bucket's own items need comparing.
+    const std::size_t b = static_cast<std::size_t>((key - key_lo_) >> key_shift_);
+    const T* base = items_.data() + below_[b];
+    std::size_t len = below_[b + 1] - below_[b];
+    // the number of the bucket's items <= item (inclusive) or < item, by a
+    // search whose steps are selects (a conditional move is the shortest step
+    // of a chain of dependent loads)
+    if (inclusive) {
+        while (len > 0) {
+            const std::size_t half = len / 2;
+            const bool below = !(item < base[half]);
+            base = below ? base + half + 1 : base;
+            len = below ? len - half - 1 : half;
+        }
+    } else {
+        while (len > 0) {
+            const std::size_t half = len / 2;
+            const bool below = base[half] < item;
+            base = below ? base + half + 1 : base;
+            len = below ? len - half - 1 : half;
+        }
+    }
+    const std::size_t i = static_cast<std::size_t>(base - items_.data());
+    if (i == 0) return 0;
+    return static_cast<double>(cum_[i - 1]) / static_cast<double>(cum_.back());
+}
+
+template <class T>
+T KllSketch<T>::quantile(double rank, bool inclusive) const {
+    if (TALLY_UNLIKELY(!(rank >= 0.0 && rank <= 1.0))) bad_rank(rank);
+    if (empty()) return std::numeric_limits<T>::quiet_NaN();
+    if (TALLY_UNLIKELY(!view_ok_)) build_view();
+    return view_.quantile(rank, inclusive);
+}
+
+template <class T>
+double KllSketch<T>::rank(T item, bool inclusive) const {
+    if (TALLY_UNLIKELY(item != item)) detail::throw_invalid_argument("tally::KllSketch::rank: item is NaN (must be a number)");
+    if (empty()) return std::numeric_limits<double>::quiet_NaN();
+    if (TALLY_UNLIKELY(!view_ok_)) build_view();
+    return view_.rank(item, inclusive);
+}
+
+template <class T>
+std::vector<double> KllSketch<T>::cdf(std::span<const T> split_points, bool inclusive) const {
+    for (std::size_t i = 0; i < split_points.size(); ++i) {
+        if (split_points[i] != split_points[i])
+            detail::throw_invalid_argument("tally::KllSketch::cdf: split_points[" + std::to_string(i) +
+                                           "] is NaN (must be a number)");
+        if (i > 0 && !(split_points[i - 1] < split_points[i]))
+            detail::throw_invalid_argument("tally::KllSketch::cdf: split_points[" + std::to_string(i) + "] " +
+                                           detail::format_number(split_points[i]) +
+                                           " is not above the previous one (must be strictly increasing)");
+    }
+    std::vector<double> out;
+    if (empty()) return out;
+    const SortedView& v = sorted_view();
+    out.reserve(split_points.size() + 1);
+    for (const T s : split_points) out.push_back(v.rank(s, inclusive));
+    out.push_back(1.0);
+    return out;
+}
+
+template <class T>
+std::vector<double> KllSketch<T>::pmf(std::span<const T> split_points, bool inclusive) const {
+    std::vector<double> out = cdf(split_points, inclusive);
+    for (std::size_t i = out.size(); i-- > 1;) out[i] -= out[i - 1];
+    return out;
+}
+
+// ---- bytes ----------------------------------------------------------------
+
+template <class T>
+std::vector<std::byte> KllSketch<T>::serialize() const {
+    ByteWriter w(40 + (std::size_t{num_retained()} + 2) * sizeof(T) + 4 * num_levels_);
+    w.header(Family::kll, format_version);
+    w.u8(sizeof(T));
+    w.u8(static_cast<std::uint8_t>(num_levels_));
+    w.u16(k_);
+    w.u16(min_k_);
+    w.u8(sorted0_ ? 1 : 0);
+    w.u8(0);
+    w.u64(n_);
+    w.u64(seed_);
+    w.u64(rng_);
+    if (n_ != 0) {
+        put_item(w, lowest());
+        put_item(w, highest());
+        for (std::uint32_t h = 0; h < num_levels_; ++h) w.u32(level_size(h));
+        for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i - base_]);
+    }
+    return w.take();
+}
+
+template <class T>
+KllSketch<T> KllSketch<T>::build(const char* who, std::uint16_t k, std::uint16_t mk, std::uint64_t n, std::uint32_t nl,
+                                 const detail::KllLevels& levels, ByteReader& r, T min, T max, bool sorted0,
+                                 std::uint64_t seed, std::uint64_t state) {
+    const auto fail = [who](const std::string& what) { detail::throw_format_error(std::string(who) + ": " + what); };
+    if (k < smallest_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
+    if (mk < smallest_k || mk > k) fail("min k " + std::to_string(mk) + " is out of range [8, k = " + std::to_string(k) + "]");
+    if (nl < 1 || nl > detail::kll_max_levels_for(n))
+        fail("level count " + std::to_string(nl) + " is out of range [1, " +
+             std::to_string(detail::kll_max_levels_for(n)) + "] for n = " + std::to_string(n));
+    const detail::KllCapacities caps(k);
+    const std::uint32_t capacity = caps.total(nl);
+    if (levels[nl] != capacity) fail("levels do not end at the capacity");
+    for (std::uint32_t h = 0; h < nl; ++h)
+        if (levels[h] > levels[h + 1]) fail("level offsets decrease at level " + std::to_string(h));
+    std::uint64_t weight = 0;
+    if (!detail::kll_total_weight(levels.data(), nl, weight) || weight != n)
+        fail("the levels' total weight is not n = " + std::to_string(n));
+    const std::uint32_t m = capacity - levels[0];
+    if (r.remaining() != std::size_t{m} * sizeof(T))
+        fail(std::to_string(r.remaining()) + " item bytes where " + std::to_string(std::size_t{m} * sizeof(T)) +
+             " are needed");
+    if (min != min || max != max || !(min <= max)) fail("min and max items are NaN or out of order");
+    KllSketch s(k, seed);
+    s.rng_ = state;
+    // only the items are allocated (the free space below them comes with the first add)
+    s.items_.reset(new T[m]);
+    s.base_ = levels[0];
+    for (std::uint32_t i = 0; i < m; ++i) {
+        const T x = get_item(r);
+        if (!(x >= min && x <= max)) fail("an item is NaN or outside [min, max]");
+        s.items_[i] = x;
+    }
+    for (std::uint32_t h = (sorted0 ? 0 : 1); h < nl; ++h)
+        if (!std::is_sorted(s.items_.get() + (levels[h] - levels[0]), s.items_.get() + (levels[h + 1] - levels[0])))
+            fail("level " + std::to_string(h) + " is not sorted");
+    s.levels_ = levels;
+    s.cap_ = capacity;
+    s.num_levels_ = nl;
+    s.n_ = n;
+    s.min_k_ = mk;
+    s.min_ = min;
+    s.max_ = max;
+    s.sorted0_ = sorted0;
+    return s;
+}
+
+template <class T>
+KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
+    constexpr const char* who = "tally::KllSketch::deserialize";
+    ByteReader r(bytes);
+    r.header(Family::kll, format_version);
+    const std::uint8_t item_bytes = r.u8();
+    if (item_bytes != sizeof(T))
+        detail::throw_format_error(std::string(who) + ": item size " + std::to_string(item_bytes) + " where " +
+                                   std::to_string(sizeof(T)) + " was expected");
+    const std::uint32_t nl = r.u8();
+    const std::uint16_t k = r.u16();
+    const std::uint16_t mk = r.u16();
+    const std::uint8_t flags = r.u8();
+    if (flags > 1) detail::throw_format_error(std::string(who) + ": unknown flag bits");
+    if (r.u8() != 0) detail::throw_format_error(std::string(who) + ": reserved byte is not zero");
+    const std::uint64_t n = r.u64();
+    const std::uint64_t seed = r.u64();
+    const std::uint64_t state = r.u64();
+    if (n == 0) {
+        if (nl != 1 || k < smallest_k || mk != k)
+            detail::throw_format_error(std::string(who) + ": an empty sketch has one level and min k = k >= 8");
+        r.expect_end();
+        KllSketch s(k, seed);
+        s.rng_ = state;
+        s.sorted0_ = (flags & 1) != 0;
+        return s;
+    }
+    const T min = get_item(r);
+    const T max = get_item(r);
+    if (nl < 1 || nl > detail::kll_max_levels)
+        detail::throw_format_error(std::string(who) + ": level count " + std::to_string(nl) + " is out of range [1, 64]");
+    if (k < smallest_k) detail::throw_format_error(std::string(who) + ": k " + std::to_string(k) + " is out of range [8, 65535]");
+    std::uint32_t sizes[detail::kll_max_levels];
+    std::uint64_t m = 0;
+    for (std::uint32_t h = 0; h < nl; ++h) {
+        sizes[h] = r.u32();
+        m += sizes[h];
+    }
+    const std::uint64_t capacity = detail::KllCapacities(k).total(nl);
+    if (m > capacity)
+        detail::throw_format_error(std::string(who) + ": " + std::to_string(m) + " items exceed the capacity " +
+                                   std::to_string(capacity));
+    detail::KllLevels levels{};
+    levels[nl] = static_cast<std::uint32_t>(capacity);
+    for (std::uint32_t h = nl; h-- > 0;) levels[h] = levels[h + 1] - sizes[h];
+    return build(who, k, mk, n, nl, levels, r, min, max, (flags & 1) != 0, seed, state);
+}
+
+template <class T>
+std::vector<std::byte> KllSketch<T>::to_datasketches() const {
+    const bool single = n_ == 1;
+    ByteWriter w(detail::kll_ds_data_start + 4 * num_levels_ + (std::size_t{num_retained()} + 2) * sizeof(T));
+    w.u8(empty() || single ? detail::kll_ds_preamble_short : detail::kll_ds_preamble_full);
+    w.u8(single ? detail::kll_ds_serial_v2 : detail::kll_ds_serial_v1);
+    w.u8(detail::kll_ds_family);
+    w.u8(static_cast<std::uint8_t>((empty() ? detail::kll_ds_flag_empty : 0) | (sorted0_ ? detail::kll_ds_flag_sorted : 0) |
+                                   (single ? detail::kll_ds_flag_single : 0)));
+    w.u16(k_);
+    w.u8(detail::kll_m);
+    w.u8(0);
+    if (empty()) return w.take();
+    if (!single) {
+        w.u64(n_);
+        w.u16(min_k_);
+        w.u8(static_cast<std::uint8_t>(num_levels_));
+        w.u8(0);
+        for (std::uint32_t h = 0; h < num_levels_; ++h) w.u32(levels_[h]);
+        put_item(w, lowest());
+        put_item(w, highest());
+    }
+    for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i - base_]);
+    return w.take();
+}
+
+template <class T>
+KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, std::uint64_t seed) {
+    constexpr const char* who = "tally::KllSketch::from_datasketches";
+    const auto fail = [](const std::string& what) {
+        detail::throw_format_error(std::string("tally::KllSketch::from_datasketches: ") + what);
+    };
+    ByteReader r(bytes);
+    const std::uint8_t pre = r.u8();
+    const std::uint8_t ver = r.u8();
+    const std::uint8_t fam = r.u8();
+    const std::uint8_t flags = r.u8();
+    const std::uint16_t k = r.u16();
+    const std::uint8_t m = r.u8();
+    if (r.u8() != 0) fail("byte 7 (unused) is not zero");
+    if (fam != detail::kll_ds_family) fail("family id " + std::to_string(fam) + " is not KLL (15)");
+    if (ver != detail::kll_ds_serial_v1 && ver != detail::kll_ds_serial_v2 && ver != detail::kll_ds_serial_v3)
+        fail("serial version " + std::to_string(ver) + " is not 1, 2 or 3");
+    if (m != detail::kll_m) fail("m " + std::to_string(m) + " is not 8");
+    if (k < smallest_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
+    if (flags & ~(detail::kll_ds_flag_empty | detail::kll_ds_flag_sorted | detail::kll_ds_flag_single))
+        fail("unknown flag bits " + std::to_string(flags));
+    const bool is_empty = (flags & detail::kll_ds_flag_empty) != 0;
+    const bool single = (flags & detail::kll_ds_flag_single) != 0;
+    const bool sorted0 = (flags & detail::kll_ds_flag_sorted) != 0;
+    if (is_empty && single) fail("flags say both empty and single item");
+    if (ver == detail::kll_ds_serial_v3) {
+        if (pre != detail::kll_ds_preamble_full)
+            fail("preamble ints " + std::to_string(pre) + " where 5 is required (updatable image)");
+        return from_updatable(r, k, flags, seed);
+    }
+    const std::uint8_t want_pre = (is_empty || single) ? detail::kll_ds_preamble_short : detail::kll_ds_preamble_full;
+    if (pre != want_pre)
+        fail("preamble ints " + std::to_string(pre) + " where " + std::to_string(want_pre) + " is required");
+    if (is_empty) {
+        if (r.remaining() != 0) fail("an empty image has 8 bytes");
+        KllSketch s(k, seed);
+        s.sorted0_ = sorted0;
+        return s;
+    }
+    detail::KllLevels levels{};
+    if (single) {
+        if (r.remaining() != sizeof(T))
+            fail(std::to_string(r.remaining()) + " bytes for a single item of " + std::to_string(sizeof(T)));
+        const detail::KllCapacities caps(k);
+        const std::uint32_t capacity = caps.total(1);
+        levels[0] = capacity - 1;
+        levels[1] = capacity;
+        ByteReader peek(bytes.subspan(detail::kll_ds_short_size));
+        const T x = get_item(peek);
+        return build(who, k, k, 1, 1, levels, r, x, x, sorted0, seed, seed);
+    }
+    const std::uint64_t n = r.u64();
+    const std::uint16_t mk = r.u16();
+    const std::uint32_t nl = r.u8();
+    if (r.u8() != 0) fail("byte 19 (unused) is not zero");
+    if (nl < 1 || nl > detail::kll_max_levels_for(n)) fail("level count " + std::to_string(nl) + " is out of range for n = " + std::to_string(n));
+    for (std::uint32_t h = 0; h < nl; ++h) levels[h] = r.u32();
+    levels[nl] = detail::KllCapacities(k).total(nl);
+    if (levels[0] > levels[nl]) fail("level 0 starts past the capacity");
+    const T min = get_item(r);
+    const T max = get_item(r);
+    return build(who, k, mk, n, nl, levels, r, min, max, sorted0, seed, seed);
+}
+
+template <class T>
+KllSketch<T> KllSketch<T>::from_updatable(ByteReader& r, std::uint16_t k, std::uint8_t flags, std::uint64_t seed) {
+    constexpr const char* who = "tally::KllSketch::from_datasketches";
+    const auto fail = [](const std::string& what) {
+        detail::throw_format_error(std::string("tally::KllSketch::from_datasketches: updatable image: ") + what);
+    };
+    const std::uint64_t n = r.u64();
+    const std::uint16_t mk = r.u16();
+    const std::uint32_t nl = r.u8();
+    if (r.u8() != 0) fail("byte 19 (unused) is not zero");
+    // Java's direct sketches leave the empty flag clear on an empty image;
+    // heap ones set it, and the single-item flag at n = 1
+    if ((flags & detail::kll_ds_flag_empty) && n != 0) fail("the empty flag is set with n = " + std::to_string(n));
+    if ((flags & detail::kll_ds_flag_single) && n != 1) fail("the single-item flag is set with n = " + std::to_string(n));
+    const std::uint32_t max_nl = n == 0 ? 1 : detail::kll_max_levels_for(n);
+    if (nl < 1 || nl > max_nl) fail("level count " + std::to_string(nl) + " is out of range for n = " + std::to_string(n));
+    detail::KllLevels levels{};
+    for (std::uint32_t h = 0; h <= nl; ++h) levels[h] = r.u32();
+    const std::uint32_t capacity = detail::KllCapacities(k).total(nl);
+    if (levels[nl] != capacity) fail("the last level offset is not the capacity " + std::to_string(capacity));
+    if (levels[0] > capacity) fail("level 0 starts past the capacity");
+    const T min = get_item(r);
+    const T max = get_item(r);
+    // the free space below level 0: any bytes
+    (void)r.bytes(std::size_t{levels[0]} * sizeof(T));
+    const bool sorted0 = (flags & detail::kll_ds_flag_sorted) != 0;
+    if (n == 0) {
+        if (levels[0] != capacity || mk != k) fail("an empty sketch has no items and min k = k");
+        r.expect_end();
+        KllSketch s(k, seed);
+        s.sorted0_ = sorted0;
+        return s;
+    }
+    return build(who, k, mk, n, nl, levels, r, min, max, sorted0, seed, seed);
+}
+
+TALLY_END_NAMESPACE
