@@ -27,7 +27,7 @@ void BM_theta_add(benchmark::State& state) {
     ThetaSketch s(static_cast<int>(state.range(0)));
     std::uint64_t i = 0;
     for (auto _ : state) s.add(i++);
-    benchmark::DoNotOptimize(s.retained());
+    benchmark::DoNotOptimize(s.num_retained());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
     state.counters["rel_err"] = std::fabs(s.estimate() / static_cast<double>(i) - 1);
 }
@@ -39,7 +39,7 @@ void BM_theta_add_hash(benchmark::State& state) {
         s.add_hash(x);
         x = x * 6364136223846793005ull + 1442695040888963407ull;
     }
-    benchmark::DoNotOptimize(s.retained());
+    benchmark::DoNotOptimize(s.num_retained());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 

@@ -32,7 +32,7 @@ void BM_tuple_add(benchmark::State& state) {
         v[0] = static_cast<double>(i & 15);
         s.add(i++, std::span<const double>(v, 3));
     }
-    benchmark::DoNotOptimize(s.retained());
+    benchmark::DoNotOptimize(s.num_retained());
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
@@ -135,7 +135,7 @@ struct Pair {
 const Pair& pair_of(std::uint64_t n) {
     static std::unordered_map<std::uint64_t, Pair> cache;
     auto& p = cache[n];
-    if (p.a.retained() != 0) return p;
+    if (p.a.num_retained() != 0) return p;
     for (std::uint64_t i = 0; i < n; ++i) {
         const double v[3] = {1.0, 2.0, 3.0};
         p.a.add(i, std::span<const double>(v, 3));
@@ -183,7 +183,7 @@ void BM_tuple_to_datasketches(benchmark::State& state) {
 
 void BM_tuple_from_datasketches(benchmark::State& state) {
     const auto image = pair_of(100000).a.to_datasketches();
-    for (auto _ : state) benchmark::DoNotOptimize(ArrayOfDoublesSketch::from_datasketches(image).retained());
+    for (auto _ : state) benchmark::DoNotOptimize(ArrayOfDoublesSketch::from_datasketches(image).num_retained());
 }
 
 const bool registered = [] {

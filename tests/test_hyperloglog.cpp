@@ -1086,3 +1086,25 @@ TEST_CASE("HyperLogLog: add through Hasher and clear", "[hyperloglog]") {
     CHECK(h.empty());
     CHECK(h == HyperLogLog(12));
 }
+
+TEST_CASE("HyperLogLog::from_registers rebuilds a sketch from its registers, and refuses others", "[hyperloglog]") {
+    tally::HyperLogLog a(10);
+    for (std::uint64_t i = 0; i < 5000; ++i) a.add(i);
+    const auto regs = a.registers();
+    const std::vector<std::uint8_t> copy(regs.begin(), regs.end());
+    const tally::HyperLogLog b = tally::HyperLogLog::from_registers(10, copy, a.total());
+    CHECK(b == a);
+    CHECK(b.total() == a.total());
+    CHECK(b.estimate() == a.ertl_estimate());  // no HIP state carried over
+    CHECK(tally::HyperLogLog::deserialize(b.serialize()) == a);
+    const tally::HyperLogLog none = tally::HyperLogLog::from_registers(10, std::vector<std::uint8_t>(1024, 0), 0);
+    CHECK(none.empty());
+    CHECK(none.sparse());
+    CHECK_THROWS_WITH(tally::HyperLogLog::from_registers(10, std::vector<std::uint8_t>(512, 0), 0),
+                      "tally::HyperLogLog::from_registers: 512 registers where precision 10 has 1024");
+    std::vector<std::uint8_t> bad(1024, 0);
+    bad[7] = 56;  // 65 - 10 = 55 is the largest rank at p = 10
+    CHECK_THROWS_WITH(tally::HyperLogLog::from_registers(10, bad, 1),
+                      "tally::HyperLogLog::from_registers: register value 56 is out of range [0, 55]");
+    CHECK_THROWS_AS(tally::HyperLogLog::from_registers(3, std::vector<std::uint8_t>(8, 0), 0), std::invalid_argument);
+}

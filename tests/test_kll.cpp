@@ -242,7 +242,7 @@ TEST_CASE("KllSketch: merging keeps n, min, max and the smaller k", "[kll]") {
     CHECK(a.min_item() == -8999);
     CHECK(a.max_item() == 4999);
     CHECK(a.k() == 200);
-    CHECK(a.min_k() == 100);
+    CHECK(a.min_merged_k() == 100);
     CHECK(a.normalized_rank_error() == KllSketch<double>::normalized_rank_error(100, false));
     // self-merge doubles every weight
     KllSketch<double> c(200, 3);

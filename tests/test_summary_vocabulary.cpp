@@ -51,6 +51,18 @@ concept RetiredNames = requires(const S& s) { s.seen(); } || requires(const S& s
                        requires(const S& s) { s.counters(); } || requires(const S& s) { s.count(); };
 template <class S>
 concept RetiredFloor = requires(const S& s) { s.floor(); };
+template <class S>  // sampled or exact: true once answers are estimates
+concept TellsEstimationMode = requires(const S& s) { { s.is_estimation_mode() } -> std::same_as<bool>; };
+template <class S>  // how many hashes or items a sampling summary keeps
+concept CountsRetained = requires(const S& s) { s.num_retained(); };
+template <class S>  // confidence bounds of the estimate, in standard deviations
+concept BoundsEstimate = requires(const S& s) { s.lower_bound(2); s.upper_bound(2); };
+template <class S>  // the version of its own byte frame
+concept VersionsFrame = requires { { S::format_version } -> std::convertible_to<int>; };
+// Retired spellings of those ideas.
+template <class S>
+concept RetiredSamplingNames = requires(const S& s) { s.retained(); } || requires(const S& s) { s.estimation_mode(); } ||
+                               requires { S::smallest_k; } || requires { S::largest_k; };
 template <class S>
 concept RetiredIsEmpty = requires(const S& c, const typename S::State& st) { c.is_empty(st, std::uint64_t{0}); };
 
@@ -81,6 +93,24 @@ TEST_CASE("one name per idea", "[summary][vocabulary]") {
     using AoD = tally::ArrayOfDoublesSketch;  // a distinct count with values: estimate() and the column sums
     using Tup = tally::TupleSketch<double>;
     STATIC_REQUIRE((Estimates<AoD> && Estimates<Tup> && !AddsHash<AoD> && !RetiredNames<AoD> && !RetiredNames<Tup>));
+    STATIC_REQUIRE((TellsEstimationMode<AoD> && CountsRetained<AoD> && BoundsEstimate<AoD> && !RetiredSamplingNames<AoD>));
+    STATIC_REQUIRE((TellsEstimationMode<Tup> && CountsRetained<Tup> && BoundsEstimate<Tup> && !RetiredSamplingNames<Tup>));
+    using Theta = tally::ThetaSketch;
+    STATIC_REQUIRE((Estimates<Theta> && AddsHash<Theta> && TellsEstimationMode<Theta> && CountsRetained<Theta> &&
+                    BoundsEstimate<Theta> && !RetiredNames<Theta> && !RetiredSamplingNames<Theta>));
+    STATIC_REQUIRE((Theta::min_lg_k == 5 && Theta::max_lg_k == 26));
+    using Kll = tally::KllSketch<double>;  // quantiles: no estimate(); rank and quantile instead
+    STATIC_REQUIRE((!Estimates<Kll> && TellsEstimationMode<Kll> && CountsRetained<Kll> && !RetiredNames<Kll> &&
+                    !RetiredSamplingNames<Kll>));
+    STATIC_REQUIRE((Kll::min_k == 8 && Kll::max_k == 65535));
+    using Ull = tally::UltraLogLog;
+    STATIC_REQUIRE((Estimates<Ull> && AddsHash<Ull> && BoundsEstimate<Ull> && BoundsEstimate<HLL> && !RetiredNames<Ull> &&
+                    !RetiredSamplingNames<Ull>));
+    STATIC_REQUIRE((Ull::min_precision == 3 && HLL::min_precision == 4 && HLL::max_precision == 18));
+    // every summary with a byte frame names its version format_version
+    STATIC_REQUIRE((VersionsFrame<HLL> && VersionsFrame<Ull> && VersionsFrame<Theta> && VersionsFrame<Kll> &&
+                    VersionsFrame<CM> && VersionsFrame<Top> && VersionsFrame<Bloom> && VersionsFrame<Res> &&
+                    VersionsFrame<WRes> && VersionsFrame<TD>));
 
     // ...and each name means its idea.
     Bloom b(10'000, 0.01);
@@ -116,6 +146,21 @@ TEST_CASE("one name per idea", "[summary][vocabulary]") {
     CHECK(w.try_add(10'500, 1.0));   // far ahead: the ring moves and takes it
     CHECK_FALSE(w.try_add(100, 1.0));  // older than the ring: dropped
     CHECK(w.dropped() == 1);
+    Theta th(5);  // 2^5 nominal entries: estimation mode after a few dozen distinct items
+    CHECK_FALSE(th.is_estimation_mode());
+    for (u64 i = 0; i < 1000; ++i) th.add(i);
+    CHECK(th.is_estimation_mode());
+    CHECK(th.num_retained() >= 32);
+    CHECK(th.num_retained() < 1000);
+    CHECK(th.lower_bound(2) <= th.estimate());
+    CHECK(th.upper_bound(2) >= th.estimate());
+    Kll q(8);
+    for (int i = 0; i < 8; ++i) q.add(i);
+    CHECK_FALSE(q.is_estimation_mode());
+    CHECK(q.num_retained() == 8);
+    for (int i = 8; i < 100; ++i) q.add(i);
+    CHECK(q.is_estimation_mode());
+    CHECK(q.num_retained() < 100);
 }
 
 TEST_CASE("every summary answers total, empty, memory_bytes and clear alike", "[summary]") {

@@ -79,7 +79,7 @@ void check_matches(const ThetaSketch& s, const Expected& e) {
     CHECK(same_double(s.estimate(), e.estimate));
     CHECK(same_bound(s.lower_bound(2), e.lb2));
     CHECK(same_bound(s.upper_bound(2), e.ub2));
-    CHECK(s.retained() == e.retained);
+    CHECK(s.num_retained() == e.retained);
     CHECK(s.theta64() == e.theta64);
 }
 
@@ -146,7 +146,7 @@ TEST_CASE("ThetaSketch: exact below k, duplicates ignored, empty semantics", "[t
     CHECK(s.estimate() == 1500);
     CHECK(s.lower_bound(2) == 1500);
     CHECK(s.upper_bound(3) == 1500);
-    CHECK_FALSE(s.estimation_mode());
+    CHECK_FALSE(s.is_estimation_mode());
     for (std::uint64_t i = 0; i < 1500; ++i) CHECK(s.contains_hash(hash63(i)));
     CHECK_FALSE(s.contains_hash(hash63(1500)));
     s.add(std::string());   // DataSketches ignores empty strings
@@ -154,7 +154,7 @@ TEST_CASE("ThetaSketch: exact below k, duplicates ignored, empty semantics", "[t
     CHECK(s.total() == 4500);
     s.clear();
     CHECK(s.empty());
-    CHECK(s.retained() == 0);
+    CHECK(s.num_retained() == 0);
     CHECK(s.lg_k() == 10);
 }
 
@@ -171,7 +171,7 @@ TEST_CASE("ThetaSketch: item conventions are DataSketches'", "[theta]") {
     a.add(std::string("abc"));
     b.add("abc");
     CHECK(a.hashes() == b.hashes());
-    CHECK(a.retained() == 5);
+    CHECK(a.num_retained() == 5);
     // add_hash takes MurmurHash3_x64_128's first half, as DataSketches' compute_hash does.
     ThetaSketch c(12);
     c.add_hash(tally::detail::ds_hash_i64(-5).h1);
@@ -557,7 +557,7 @@ TEST_CASE("ThetaSketch: merge in place equals theta_union for every input form",
             for (std::size_t j = 0; j < shards.size(); ++j) {
                 const bool compact = form == 1 || (form == 2 && j % 2 == 1);
                 acc.merge(compact ? ThetaSketch::deserialize(shards[j].serialize()) : shards[j]);
-                if (j > 0) CHECK(acc.retained() <= (std::uint32_t{1} << lg));  // the first merge copies
+                if (j > 0) CHECK(acc.num_retained() <= (std::uint32_t{1} << lg));  // the first merge copies
             }
             INFO("lg_k " << lg << " form " << form);
             CHECK(acc.hashes() == want.hashes());

@@ -80,8 +80,8 @@ void near(double mine, double java, Tally& t) {
 void check(const ThetaSketch& s, const Answer& a, Tally& t) {
     INFO(a.file);
     CHECK(s.empty() == (a.empty == 1));
-    CHECK(s.estimation_mode() == (a.estimation == 1));
-    CHECK(s.retained() == a.retained);
+    CHECK(s.is_estimation_mode() == (a.estimation == 1));
+    CHECK(s.num_retained() == a.retained);
     CHECK(s.theta64() == a.theta);
     // Java's estimate is count * (2^63 - 1) / theta64), tally's count /
     // (theta64 / (2^63 - 1)): one rounding apart, at most an ulp

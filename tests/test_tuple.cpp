@@ -127,7 +127,7 @@ void check_matches(const ArrayOfDoublesSketch& s, const Expected& e) {
     CHECK(same_double(s.estimate(), e.estimate));
     CHECK(same_bound(s.lower_bound(2), e.lb2));
     CHECK(same_bound(s.upper_bound(2), e.ub2));
-    CHECK(s.retained() == e.retained);
+    CHECK(s.num_retained() == e.retained);
     CHECK(s.theta64() == e.theta64);
     REQUIRE(s.num_values() == e.num_values);
     const auto sums = s.column_sum_estimates();
@@ -184,8 +184,8 @@ TEST_CASE("ArrayOfDoublesSketch: exact below k, the hashes ThetaSketch keeps abo
         truth[key].first += v[0];
         truth[key].second += v[1];
     }
-    CHECK_FALSE(s.estimation_mode());
-    CHECK(s.retained() == truth.size());
+    CHECK_FALSE(s.is_estimation_mode());
+    CHECK(s.num_retained() == truth.size());
     CHECK(s.estimate() == static_cast<double>(truth.size()));
     CHECK(s.total() == 3000);
     double sum0 = 0;
@@ -209,7 +209,7 @@ TEST_CASE("ArrayOfDoublesSketch: exact below k, the hashes ThetaSketch keeps abo
             a.add(i, {1.0});
             t.add(i);
         }
-        CHECK(a.estimation_mode());
+        CHECK(a.is_estimation_mode());
         CHECK(a.hashes() == t.hashes());
         CHECK(a.theta64() == t.theta64());
         CHECK(a.estimate() == t.estimate());
@@ -222,7 +222,7 @@ TEST_CASE("ArrayOfDoublesSketch: exact below k, the hashes ThetaSketch keeps abo
     w.add(std::uint64_t{1}, {1.0, 2.0, 3.0});
     w.add(std::uint64_t{1}, {4.0});
     w.add(std::string(), {9.0, 9.0});
-    CHECK(w.retained() == 1);
+    CHECK(w.num_retained() == 1);
     CHECK(w.find_hash(hash63(1))[0] == 5.0);
     CHECK(w.find_hash(hash63(1))[1] == 2.0);
 }
@@ -570,7 +570,7 @@ TEST_CASE("TupleSketch: a user summary and policy", "[tuple]") {
         VisitsPolicy{}.update(truth[key], spend);
     }
     const S u = tally::tuple_union(a, b);
-    CHECK(u.retained() == truth.size());
+    CHECK(u.num_retained() == truth.size());
     std::size_t seen = 0;
     u.for_each([&](std::uint64_t h, const Visits& v) {
         ++seen;

@@ -262,6 +262,15 @@ class HyperLogLog {
     /// registers as a list or 6-bit dense array, whichever is shorter.
     [[nodiscard]] std::vector<std::byte> serialize() const;
 
+    /// A tally-mode sketch holding these 2^precision registers (each 0 ..
+    /// 65 - precision, the rank of the longest run seen for its index) and
+    /// `total` items seen; estimate() is Ertl's estimator (no HIP state). What
+    /// other register-based sketches (UltraLogLog::to_hyperloglog) convert
+    /// through. std::invalid_argument for a precision outside [4, 18], a
+    /// register count other than 2^precision, or a value past the maximum rank.
+    [[nodiscard]] static HyperLogLog from_registers(int precision, std::span<const std::uint8_t> registers,
+                                                    std::uint64_t total);
+
     /// Decodes format versions 1 to 3. Every length is checked against the
     /// bytes present before anything is allocated, and sparse and empty
     /// sketches allocate no registers. Throws tally::FormatError for anything

@@ -45,7 +45,7 @@ struct ThetaAccess;
 /// from_datasketches), so tally sketches combine with Java, C++, Python,
 /// Druid and Hive sketches of the same items.
 ///
-/// Error: estimate() = retained() / theta(); its relative standard error is
+/// Error: estimate() = num_retained() / theta(); its relative standard error is
 /// about 1 / sqrt(k - 1) for a sketch and for a union. An intersection or
 /// difference of size m out of a union of size u keeps about k * m / u hashes,
 /// so its relative error is about sqrt(u / m) / sqrt(k): small overlaps are
@@ -68,6 +68,7 @@ class ThetaSketch {
   public:
     static constexpr int min_lg_k = detail::theta_min_lg_k;
     static constexpr int max_lg_k = detail::theta_max_lg_k;
+    static constexpr std::uint8_t format_version = 1;  // of the Family::theta frame
     static constexpr int default_lg_k = 12;
     /// theta as a 64-bit integer is a fraction of 2^63 - 1 (DataSketches' MAX_THETA).
     static constexpr std::uint64_t max_theta = detail::theta_max;
@@ -88,19 +89,19 @@ class ThetaSketch {
     /// `h1`: the sketch keeps h1 >> 1, so add_hash(h1) is add(item).
     void add_hash(std::uint64_t h1) noexcept;
 
-    /// Estimated distinct items: retained() / theta(); 0 when empty.
+    /// Estimated distinct items: num_retained() / theta(); 0 when empty.
     [[nodiscard]] double estimate() const noexcept;
     /// DataSketches' binomial bounds at num_std_devs in [1, 3] (else
-    /// std::invalid_argument); both are retained() outside estimation mode.
+    /// std::invalid_argument); both are num_retained() outside estimation mode.
     [[nodiscard]] double lower_bound(int num_std_devs) const;
     [[nodiscard]] double upper_bound(int num_std_devs) const;
     /// The sampling threshold as a fraction in (0, 1], and as DataSketches' integer.
     [[nodiscard]] double theta() const noexcept;
     [[nodiscard]] std::uint64_t theta64() const noexcept { return theta_; }
     /// Hashes retained (below theta).
-    [[nodiscard]] std::uint32_t retained() const noexcept { return count_; }
+    [[nodiscard]] std::uint32_t num_retained() const noexcept { return count_; }
     /// theta < 1 and not empty: the estimate is a sample's, not an exact count.
-    [[nodiscard]] bool estimation_mode() const noexcept { return theta_ < max_theta && !empty(); }
+    [[nodiscard]] bool is_estimation_mode() const noexcept { return theta_ < max_theta && !empty(); }
     [[nodiscard]] int lg_k() const noexcept { return lg_k_; }
     /// The retained 63-bit hashes in ascending order.
     [[nodiscard]] std::vector<std::uint64_t> hashes() const;

@@ -133,6 +133,12 @@ class UltraLogLog {
     /// Which estimator estimate() uses: martingale for a sketch that has only seen adds, else fgra.
     [[nodiscard]] Estimator estimator() const noexcept { return martingale_ ? Estimator::martingale : Estimator::fgra; }
 
+    /// Bounds of estimate() at num_std_dev (1..3, else std::invalid_argument)
+    /// relative standard errors: estimate / (1 + s RSE), never below the
+    /// registers set, and estimate / (1 - s RSE); HyperLogLog's rule in tally mode.
+    [[nodiscard]] double lower_bound(int num_std_dev) const;
+    [[nodiscard]] double upper_bound(int num_std_dev) const;
+
     /// The asymptotic relative standard error of estimate() (large n).
     [[nodiscard]] double relative_standard_error() const noexcept { return relative_standard_error(estimator()); }
     /// ... of estimator `e`: 0.658, 0.782 or 0.761 over sqrt(m) for martingale, fgra, ml.
@@ -317,6 +323,7 @@ class UltraLogLog {
     }
 
     void histogram(std::uint32_t (&hist)[256]) const noexcept;
+    double bound(int num_std_dev, bool upper) const;
 
     // a[i] = the register of the union of a[i]'s and b[i]'s hash prefixes
     // (the rule and its kernels: detail/ultraloglog_kernels.hpp).

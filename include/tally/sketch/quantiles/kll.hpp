@@ -67,8 +67,8 @@ class KllSketch {
 
   public:
     using value_type = T;
-    static constexpr std::uint16_t smallest_k = 8;
-    static constexpr std::uint16_t largest_k = 65535;
+    static constexpr std::uint16_t min_k = 8;
+    static constexpr std::uint16_t max_k = 65535;
     static constexpr std::uint16_t default_k = 200;
     static constexpr std::uint64_t default_seed = 0x4b4c4c2d7365656bULL;
     static constexpr std::uint8_t format_version = 1;
@@ -170,10 +170,10 @@ class KllSketch {
         for (const T x : xs) add(x);
     }
     /// Merges other into this sketch (DataSketches' merge: the result keeps
-    /// this k; min_k() becomes the smaller one). Throws std::invalid_argument
+    /// this k; min_merged_k() becomes the smaller one). Throws std::invalid_argument
     /// (unchanged) if the item count would overflow.
     KllSketch& merge(const KllSketch& other);
-    /// Always true: sketches of any k merge (the error is that of min_k()).
+    /// Always true: sketches of any k merge (the error is that of min_merged_k()).
     [[nodiscard]] bool mergeable_with(const KllSketch&) const noexcept { return true; }
     /// Forgets every item and frees the buffer; k and seed stay, the random stream restarts.
     void clear() noexcept;
@@ -198,7 +198,8 @@ class KllSketch {
     /// The sorted view queries use, built on first use after a change.
     [[nodiscard]] const SortedView& sorted_view() const;
 
-    /// 2.296 / min_k^0.9723 (rank, quantile, cdf) or 2.446 / min_k^0.9433 (pmf).
+    /// 2.296 / k^0.9723 (rank, quantile, cdf) or 2.446 / k^0.9433 (pmf), for the
+    /// smallest k merged in (min_merged_k()).
     [[nodiscard]] double normalized_rank_error(bool pmf = false) const noexcept { return normalized_rank_error(min_k_, pmf); }
     [[nodiscard]] static double normalized_rank_error(std::uint16_t k, bool pmf) noexcept {
         return pmf ? 2.446 / std::pow(k, 0.9433) : 2.296 / std::pow(k, 0.9723);
@@ -212,7 +213,7 @@ class KllSketch {
     [[nodiscard]] T min_item() const noexcept { return n_ ? lowest() : std::numeric_limits<T>::quiet_NaN(); }
     [[nodiscard]] T max_item() const noexcept { return n_ ? highest() : std::numeric_limits<T>::quiet_NaN(); }
     [[nodiscard]] std::uint16_t k() const noexcept { return k_; }
-    [[nodiscard]] std::uint16_t min_k() const noexcept { return min_k_; }
+    [[nodiscard]] std::uint16_t min_merged_k() const noexcept { return min_k_; }
     [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
     [[nodiscard]] std::uint32_t num_levels() const noexcept { return num_levels_; }
     [[nodiscard]] std::uint32_t num_retained() const noexcept { return levels_[num_levels_] - levels_[0]; }
@@ -286,7 +287,7 @@ class KllSketch {
     /// Reads an updatable image (serial version 3) past its first 8 bytes.
     static KllSketch from_updatable(ByteReader& r, std::uint16_t k, std::uint8_t flags, std::uint64_t seed);
     /// Validates a decoded layout (absolute offsets in levels[0..nl]) and builds the sketch.
-    static KllSketch build(const char* who, std::uint16_t k, std::uint16_t min_k, std::uint64_t n, std::uint32_t nl,
+    static KllSketch build(const char* who, std::uint16_t k, std::uint16_t merged_k, std::uint64_t n, std::uint32_t nl,
                            const detail::KllLevels& levels, ByteReader& items, T min, T max, bool sorted0,
                            std::uint64_t seed, std::uint64_t state);
 

@@ -15,6 +15,17 @@ TALLY_BEGIN_NAMESPACE
 
 namespace detail {
 
+// Bounds of an estimate with relative standard error rse at s standard
+// deviations: est / (1 - s rse) above (infinity once s rse >= 1) and
+// est / (1 + s rse) below, never under the `seen` distinct registers (or
+// sparse entries) set, since each was set by a distinct item.
+inline double rse_bound(double est, double rse, int s, double seen, bool upper) noexcept {
+    const double e = s * rse;
+    if (upper) return e < 1.0 ? est / (1.0 - e) : HUGE_VAL;
+    const double b = est / (1.0 + e);
+    return b > seen ? b : seen;
+}
+
 // sigma(x) = x + sum_{k>=1} x^(2^k) 2^(k-1) (Ertl 2017, eq. 36), x in [0, 1];
 // summed until the double stops changing. sigma(1) = infinity.
 inline double hll_sigma(double x) noexcept {

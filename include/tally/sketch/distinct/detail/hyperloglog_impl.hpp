@@ -150,11 +150,6 @@ inline double HyperLogLog::bound(int num_std_dev, bool upper, const char* who) c
         ensure_histogram();
         return detail::ds_hll_bound(p_, estimate(), hist_[0], num_std_dev, upper, !(is_sparse() || hip_valid_));
     }
-    // The estimate over (1 -+ s RSE); below, never under the distinct
-    // registers (sparse: entries) the sketch has seen.
-    const double est = estimate();
-    const double e = num_std_dev * relative_standard_error();
-    if (upper) return e < 1.0 ? est / (1.0 - e) : std::numeric_limits<double>::infinity();
     double seen;
     if (is_sparse()) {
         seen = static_cast<double>(sparse_.size());
@@ -162,8 +157,7 @@ inline double HyperLogLog::bound(int num_std_dev, bool upper, const char* who) c
         ensure_histogram();
         seen = static_cast<double>(register_count() - hist_[0]);
     }
-    const double b = est / (1.0 + e);
-    return b > seen ? b : seen;
+    return detail::rse_bound(estimate(), relative_standard_error(), num_std_dev, seen, upper);
 }
 
 inline HllEstimator HyperLogLog::estimator() const noexcept {
@@ -502,6 +496,31 @@ inline std::vector<std::byte> HyperLogLog::serialize() const {
         w.bytes(packed.data(), packed.size());
     }
     return w.take();
+}
+
+inline HyperLogLog HyperLogLog::from_registers(int precision, std::span<const std::uint8_t> registers,
+                                               std::uint64_t total) {
+    constexpr const char* who = "tally::HyperLogLog::from_registers";
+    HyperLogLog out(check_precision(precision, HashMode::tally, who));
+    const std::size_t m = out.register_count();
+    if (registers.size() != m)
+        detail::throw_invalid_argument(std::string(who) + ": " + std::to_string(registers.size()) +
+                                       " registers where precision " + std::to_string(precision) + " has " +
+                                       std::to_string(m));
+    const std::uint8_t top = static_cast<std::uint8_t>(out.max_rank());
+    bool any = false;
+    for (const std::uint8_t v : registers) {
+        if (v > top)
+            detail::throw_invalid_argument(std::string(who) + ": register value " + std::to_string(v) +
+                                           " is out of range [0, " + std::to_string(top) + "]");
+        any |= v != 0;
+    }
+    out.total_ = total;
+    if (!any) return out;  // stays sparse: no registers allocated
+    out.allocate();
+    std::memcpy(out.registers_.data(), registers.data(), m);
+    out.rebuild_from_registers();
+    return out;
 }
 
 inline HyperLogLog HyperLogLog::deserialize(std::span<const std::byte> bytes) {

@@ -115,13 +115,13 @@ inline double ThetaSketch::estimate() const noexcept { return static_cast<double
 
 inline double ThetaSketch::lower_bound(int num_std_devs) const {
     detail::check_range("tally::ThetaSketch::lower_bound", "num_std_devs", num_std_devs, 1, 3);
-    if (!estimation_mode()) return static_cast<double>(count_);
+    if (!is_estimation_mode()) return static_cast<double>(count_);
     return detail::theta_lower_bound(count_, theta(), num_std_devs);
 }
 
 inline double ThetaSketch::upper_bound(int num_std_devs) const {
     detail::check_range("tally::ThetaSketch::upper_bound", "num_std_devs", num_std_devs, 1, 3);
-    if (!estimation_mode()) return static_cast<double>(count_);
+    if (!is_estimation_mode()) return static_cast<double>(count_);
     return detail::theta_upper_bound(count_, theta(), num_std_devs);
 }
 
@@ -227,7 +227,7 @@ ThetaSketch theta_union_of(std::size_t m, Get get, int lg_k) {
     // fewer than k + 1 distinct hashes there.
     const std::size_t k = std::size_t{1} << lg_k;
     std::size_t cand = 0;
-    for (std::size_t i = 0; i < m; ++i) cand += get(i).empty() ? 0 : get(i).retained();
+    for (std::size_t i = 0; i < m; ++i) cand += get(i).empty() ? 0 : get(i).num_retained();
     const int want_bits = std::clamp(static_cast<int>(std::bit_width(cand / 8)), 4, 16);
     const int value_bits = static_cast<int>(std::bit_width(theta - 1));
     const int shift = value_bits > want_bits ? value_bits - want_bits : 0;
@@ -284,7 +284,7 @@ ThetaSketch theta_intersection_of(std::size_t m, Get get) {
         const ThetaSketch& s = get(i);
         any_empty |= s.empty();
         theta = std::min(theta, s.theta64());
-        if (s.retained() < get(smallest).retained()) smallest = i;
+        if (s.num_retained() < get(smallest).num_retained()) smallest = i;
     }
     const ThetaSketch& first = get(0);
     if (any_empty) return ThetaAccess::make(first.lg_k(), true, theta_max, nullptr, 0, 0, true);
@@ -440,7 +440,7 @@ inline ThetaSketch theta_a_not_b(const ThetaSketch& a, const ThetaSketch& b) {
     std::vector<std::uint64_t> kept(detail::ThetaAccess::room(a));
     std::size_t n = 0;
     const bool ascending = detail::ThetaAccess::compact(a);
-    if (b.retained() == 0) {
+    if (b.num_retained() == 0) {
         n = detail::ThetaAccess::gather_below(a, theta, kept.data(), 0);
     } else if (ascending && detail::ThetaAccess::compact(b)) {
         // Two sorted runs: a branch-free merge keeps what only `a` has.
@@ -475,7 +475,7 @@ inline ThetaSketch theta_a_not_b(const ThetaSketch& a, const ThetaSketch& b) {
 inline std::vector<std::byte> ThetaSketch::serialize() const {
     const std::vector<std::uint64_t> h = hashes();
     ByteWriter w(8 + 24 + 9 * h.size());
-    w.header(Family::theta, 1);
+    w.header(Family::theta, format_version);
     w.u8(lg_k_);
     w.u8(empty() ? 0 : 1);
     w.u64(theta_);
@@ -491,7 +491,7 @@ inline std::vector<std::byte> ThetaSketch::serialize() const {
 
 inline ThetaSketch ThetaSketch::deserialize(std::span<const std::byte> bytes) {
     ByteReader r(bytes);
-    r.header(Family::theta, 1);
+    r.header(Family::theta, format_version);
     const int lg_k = r.u8();
     format_check(lg_k >= min_lg_k && lg_k <= max_lg_k, "ThetaSketch: lg_k is out of range [5, 26]");
     const std::uint8_t flags = r.u8();

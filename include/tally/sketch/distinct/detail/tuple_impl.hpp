@@ -141,7 +141,7 @@ S tuple_intersection_of(std::size_t m, Get get, Combine& combine) {
         tuple_check_width(first, get(i), "tally::tuple_intersection");
         any_empty |= get(i).empty();
         theta = std::min(theta, get(i).theta64());
-        upper = std::min<std::size_t>(upper, get(i).retained());
+        upper = std::min<std::size_t>(upper, get(i).num_retained());
     }
     const auto& ft = TupleAccess::table(first);
     const auto rows = tuple_combine_rows(first, combine);
@@ -220,7 +220,7 @@ S tuple_intersection(const S& a, const ThetaSketch& b) {
         S r = detail::TupleAccess::like(a, a.lg_k());
         return r;
     }
-    return detail::tuple_filter_of(a, theta, std::min<std::size_t>(a.retained(), b.retained()),
+    return detail::tuple_filter_of(a, theta, std::min<std::size_t>(a.num_retained(), b.num_retained()),
                                    [&](std::uint64_t h) { return b.contains_hash(h); });
 }
 
@@ -228,13 +228,13 @@ template <class S>
 S tuple_a_not_b(const S& a, const S& b) {
     detail::tuple_check_width(a, b, "tally::tuple_a_not_b");
     if (a.empty() || b.empty()) return a;
-    return detail::tuple_filter_of(a, std::min(a.theta64(), b.theta64()), a.retained(),
+    return detail::tuple_filter_of(a, std::min(a.theta64(), b.theta64()), a.num_retained(),
                                    [&](std::uint64_t h) { return !b.contains_hash(h); });
 }
 template <class S>
 S tuple_a_not_b(const S& a, const ThetaSketch& b) {
     if (a.empty() || b.empty()) return a;
-    return detail::tuple_filter_of(a, std::min(a.theta64(), b.theta64()), a.retained(),
+    return detail::tuple_filter_of(a, std::min(a.theta64(), b.theta64()), a.num_retained(),
                                    [&](std::uint64_t h) { return !b.contains_hash(h); });
 }
 
@@ -267,7 +267,7 @@ std::vector<std::byte> tuple_frame_encode(const TupleTable<V>& t, std::uint8_t k
                                           std::size_t row_bytes, PutRow put_row) {
     const std::vector<std::uint32_t> order = t.sorted_slots();
     ByteWriter w(8 + 28 + order.size() * (9 + row_bytes));
-    w.header(Family::tuple, 1);
+    w.header(Family::tuple, TupleBase<V>::format_version);
     w.u8(t.lg_k);
     w.u8(t.empty() ? 0 : 1);
     w.u8(kind);
@@ -289,7 +289,7 @@ template <class V, class GetRow>
 TupleTable<V> tuple_frame_decode(std::span<const std::byte> bytes, std::uint8_t kind, std::size_t width_byte,
                                  std::uint32_t width, std::size_t row_bytes, const char* who, GetRow get_row) {
     ByteReader r(bytes);
-    r.header(Family::tuple, 1);
+    r.header(Family::tuple, TupleBase<V>::format_version);
     const int lg_k = r.u8();
     format_check(lg_k >= theta_min_lg_k && lg_k <= theta_max_lg_k, "TupleSketch: lg_k is out of range [5, 26]");
     const std::uint8_t flags = r.u8();

@@ -66,7 +66,7 @@ struct TupleTable {
     [[nodiscard]] double theta_fraction() const noexcept {
         return static_cast<double>(theta) / static_cast<double>(theta_max);
     }
-    [[nodiscard]] bool estimation_mode() const noexcept { return theta < theta_max && !empty(); }
+    [[nodiscard]] bool is_estimation_mode() const noexcept { return theta < theta_max && !empty(); }
     V* row(std::size_t i) noexcept { return vals.data() + i * width; }
     const V* row(std::size_t i) const noexcept { return vals.data() + i * width; }
 
@@ -224,10 +224,10 @@ struct TupleTable {
     /// Estimate and bounds as ThetaSketch's.
     [[nodiscard]] double estimate() const noexcept { return static_cast<double>(count) / theta_fraction(); }
     [[nodiscard]] double lower_bound(int s) const noexcept {
-        return estimation_mode() ? theta_lower_bound(count, theta_fraction(), s) : static_cast<double>(count);
+        return is_estimation_mode() ? theta_lower_bound(count, theta_fraction(), s) : static_cast<double>(count);
     }
     [[nodiscard]] double upper_bound(int s) const noexcept {
-        return estimation_mode() ? theta_upper_bound(count, theta_fraction(), s) : static_cast<double>(count);
+        return is_estimation_mode() ? theta_upper_bound(count, theta_fraction(), s) : static_cast<double>(count);
     }
 
     /// Sum of value(row) over the retained, over theta, and its standard
@@ -283,10 +283,11 @@ class TupleBase {
   public:
     static constexpr int min_lg_k = theta_min_lg_k;
     static constexpr int max_lg_k = theta_max_lg_k;
+    static constexpr std::uint8_t format_version = 1;  // of the Family::tuple frame
     static constexpr int default_lg_k = 12;
     static constexpr std::uint64_t max_theta = theta_max;
 
-    /// Estimated distinct items: retained() / theta(); 0 when empty.
+    /// Estimated distinct items: num_retained() / theta(); 0 when empty.
     [[nodiscard]] double estimate() const noexcept { return t_.estimate(); }
     /// ThetaSketch's binomial bounds at num_std_devs in [1, 3] (else std::invalid_argument).
     [[nodiscard]] double lower_bound(int num_std_devs) const {
@@ -299,8 +300,8 @@ class TupleBase {
     }
     [[nodiscard]] double theta() const noexcept { return t_.theta_fraction(); }
     [[nodiscard]] std::uint64_t theta64() const noexcept { return t_.theta; }
-    [[nodiscard]] std::uint32_t retained() const noexcept { return t_.count; }
-    [[nodiscard]] bool estimation_mode() const noexcept { return t_.estimation_mode(); }
+    [[nodiscard]] std::uint32_t num_retained() const noexcept { return t_.count; }
+    [[nodiscard]] bool is_estimation_mode() const noexcept { return t_.is_estimation_mode(); }
     [[nodiscard]] int lg_k() const noexcept { return t_.lg_k; }
     [[nodiscard]] std::uint64_t total() const noexcept { return t_.total; }
     [[nodiscard]] bool empty() const noexcept { return t_.empty(); }

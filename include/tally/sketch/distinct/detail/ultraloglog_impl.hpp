@@ -49,6 +49,18 @@ TALLY_ALWAYS_INLINE void UltraLogLog::add_hash(std::uint64_t hash) noexcept {
     changed(old, now);
 }
 
+inline double UltraLogLog::lower_bound(int num_std_dev) const { return bound(num_std_dev, false); }
+
+inline double UltraLogLog::upper_bound(int num_std_dev) const { return bound(num_std_dev, true); }
+
+inline double UltraLogLog::bound(int num_std_dev, bool upper) const {
+    detail::check_range(upper ? "tally::UltraLogLog::upper_bound" : "tally::UltraLogLog::lower_bound", "num_std_dev",
+                        num_std_dev, 1, 3);
+    std::size_t seen = 0;
+    for_each_nonzero([&](std::size_t, std::uint8_t) { ++seen; });
+    return detail::rse_bound(estimate(), relative_standard_error(), num_std_dev, static_cast<double>(seen), upper);
+}
+
 inline double UltraLogLog::estimate(Estimator e) const {
     switch (e) {
         case Estimator::fgra:
@@ -130,24 +142,10 @@ inline UltraLogLog UltraLogLog::reduce(int precision) const {
 inline HyperLogLog UltraLogLog::to_hyperloglog() const {
     detail::check_range("tally::UltraLogLog::to_hyperloglog", "precision", p_, HyperLogLog::min_precision,
                         HyperLogLog::max_precision);
-    // A HyperLogLog frame (format version 2, sparse registers: docs/hyperloglog.md).
-    std::size_t nonzero = 0;
-    for_each_nonzero([&](std::size_t, std::uint8_t) { ++nonzero; });
-    ByteWriter w(frame_header_size + 14 + 4 * nonzero);
-    w.header(Family::hyperloglog, 2);
-    w.u8(static_cast<std::uint8_t>(p_));
-    w.u8(static_cast<std::uint8_t>(HllHashMode::tally));
-    w.u8(1);  // sparse
-    w.u8(0);  // no HIP state
-    w.u64(total_);
-    w.varint(nonzero);
-    std::size_t next = 0;
-    for_each_nonzero([&](std::size_t i, std::uint8_t r) {
-        w.varint(i - next);
-        w.u8(static_cast<std::uint8_t>((r >> 2) - p_ + 2));
-        next = i + 1;
-    });
-    return HyperLogLog::deserialize(w.buffer());
+    // An UltraLogLog register keeps the HyperLogLog register in its top six bits.
+    std::vector<std::uint8_t> hll(register_count(), 0);
+    for_each_nonzero([&](std::size_t i, std::uint8_t r) { hll[i] = static_cast<std::uint8_t>((r >> 2) - p_ + 2); });
+    return HyperLogLog::from_registers(p_, hll, total_);
 }
 
 inline UltraLogLog UltraLogLog::from_state(std::span<const std::uint8_t> state) {

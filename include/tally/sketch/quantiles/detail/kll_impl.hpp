@@ -32,8 +32,8 @@ TALLY_BEGIN_NAMESPACE
 // Implementation
 
 template <class T>
-KllSketch<T>::KllSketch(std::uint16_t k, std::uint64_t seed) : caps_(k < smallest_k ? smallest_k : k), seed_(seed), rng_(seed), k_(k), min_k_(k) {
-    if (k < smallest_k)
+KllSketch<T>::KllSketch(std::uint16_t k, std::uint64_t seed) : caps_(k < min_k ? min_k : k), seed_(seed), rng_(seed), k_(k), min_k_(k) {
+    if (k < min_k)
         detail::throw_invalid_argument("tally::KllSketch::KllSketch: k " + std::to_string(k) +
                                        " is out of range [8, 65535]");
 }
@@ -455,8 +455,8 @@ KllSketch<T> KllSketch<T>::build(const char* who, std::uint16_t k, std::uint16_t
                                  const detail::KllLevels& levels, ByteReader& r, T min, T max, bool sorted0,
                                  std::uint64_t seed, std::uint64_t state) {
     const auto fail = [who](const std::string& what) { detail::throw_format_error(std::string(who) + ": " + what); };
-    if (k < smallest_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
-    if (mk < smallest_k || mk > k) fail("min k " + std::to_string(mk) + " is out of range [8, k = " + std::to_string(k) + "]");
+    if (k < min_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
+    if (mk < min_k || mk > k) fail("min k " + std::to_string(mk) + " is out of range [8, k = " + std::to_string(k) + "]");
     if (nl < 1 || nl > detail::kll_max_levels_for(n))
         fail("level count " + std::to_string(nl) + " is out of range [1, " +
              std::to_string(detail::kll_max_levels_for(n)) + "] for n = " + std::to_string(n));
@@ -516,7 +516,7 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
     const std::uint64_t seed = r.u64();
     const std::uint64_t state = r.u64();
     if (n == 0) {
-        if (nl != 1 || k < smallest_k || mk != k)
+        if (nl != 1 || k < min_k || mk != k)
             detail::throw_format_error(std::string(who) + ": an empty sketch has one level and min k = k >= 8");
         r.expect_end();
         KllSketch s(k, seed);
@@ -528,7 +528,7 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
     const T max = get_item(r);
     if (nl < 1 || nl > detail::kll_max_levels)
         detail::throw_format_error(std::string(who) + ": level count " + std::to_string(nl) + " is out of range [1, 64]");
-    if (k < smallest_k) detail::throw_format_error(std::string(who) + ": k " + std::to_string(k) + " is out of range [8, 65535]");
+    if (k < min_k) detail::throw_format_error(std::string(who) + ": k " + std::to_string(k) + " is out of range [8, 65535]");
     std::uint32_t sizes[detail::kll_max_levels];
     std::uint64_t m = 0;
     for (std::uint32_t h = 0; h < nl; ++h) {
@@ -589,7 +589,7 @@ KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, s
     if (ver != detail::kll_ds_serial_v1 && ver != detail::kll_ds_serial_v2 && ver != detail::kll_ds_serial_v3)
         fail("serial version " + std::to_string(ver) + " is not 1, 2 or 3");
     if (m != detail::kll_m) fail("m " + std::to_string(m) + " is not 8");
-    if (k < smallest_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
+    if (k < min_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
     if (flags & ~(detail::kll_ds_flag_empty | detail::kll_ds_flag_sorted | detail::kll_ds_flag_single))
         fail("unknown flag bits " + std::to_string(flags));
     const bool is_empty = (flags & detail::kll_ds_flag_empty) != 0;
