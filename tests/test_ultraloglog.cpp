@@ -612,7 +612,7 @@ TEST_CASE("UltraLogLog bounds hold the true count as often as their standard err
     constexpr int trials = 400;
     constexpr std::uint64_t n = 20'000;
     int in2 = 0, in1 = 0, in_quarter = 0;
-    tally::test::SplitMix64 rng(0x51ab1e5u);
+    tally::test::Rng rng(0x51ab1e5u);
     for (int t = 0; t < trials; ++t) {
         tally::UltraLogLog s(10);
         for (std::uint64_t i = 0; i < n; ++i) s.add_hash(rng.next());

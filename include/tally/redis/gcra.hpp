@@ -28,7 +28,6 @@ namespace redis {
 /// emission grid) whose per-key state, the theoretical arrival time, lives
 /// in Redis, so every process of a fleet shares one limit per key. One Lua
 /// script per round trip reads the state, decides and writes it.
-///
 /// Guarantee (decision identity): for the same quota, key history and
 /// times, every Decision field (allowed, remaining, retry_after_ns,
 /// reset_after_ns) equals tally::Gcra's. The script keeps 64-bit grid indices
@@ -36,7 +35,6 @@ namespace redis {
 /// own code from the state the script read. Quotas whose rate per
 /// microsecond x/y (lowest terms) has x*y >= 2^53 are refused with
 /// std::invalid_argument (see protocol::GcraParams).
-///
 /// Clock: try_acquire uses the Redis server's TIME (microseconds, one clock
 /// for the fleet); try_acquire_at uses the caller's now_ns (tests, replays).
 /// A key's TTL is its time to full replenishment (+2 ms; caller's time: +
@@ -45,7 +43,6 @@ namespace redis {
 /// Failure: within the Client's command_timeout
 /// from the call's entry, Options::on_error decides, the Decision is
 /// degraded and degraded_count() grows. Lost state: see Client.
-///
 /// Redis Cluster: a batch is one script call per key, pipelined per node;
 /// the keys of try_acquire_all must share a hash slot (else
 /// std::invalid_argument, before anything is charged).
@@ -53,7 +50,6 @@ namespace redis {
 /// Thread safety: all members are thread-safe (parallel round trips on the
 /// Client's pool).
 /// The limiter keeps a pointer to the Client: it must outlive the limiter.
-///
 ///   tally::redis::GcraLimiter api(client, tally::Quota::per_minute(600));
 ///   auto d = api.try_acquire("key:42");
 ///   if (!d) reply_429(d.retry_after_ns);

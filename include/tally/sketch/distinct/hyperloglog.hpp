@@ -73,7 +73,6 @@ enum class HllEstimator : std::uint8_t {
 
 /// HyperLogLog: the number of distinct items in a stream, in 2^p bytes or,
 /// while small, about 4 bytes per distinct item.
-///
 /// A sketch starts sparse (HLL++, Heule, Nunkesser, Hall, EDBT 2013): one
 /// 4-byte entry per distinct index of precision p' = 25 (26 in mode
 /// datasketches: one per DataSketches coupon), estimated by linear counting, nearly
@@ -87,19 +86,14 @@ enum class HllEstimator : std::uint8_t {
 /// (m = 2^p). After merge()/reduce() it is Ertl's improved estimator
 /// (arXiv:1702.01284, as Redis's PFCOUNT), RSE 1.04 / sqrt(m); estimator()
 /// says which. Both are O(1): a register histogram is kept on add.
-///
-/// add is O(1) and allocation-free after the first; estimate O(1) (HIP) or
-/// O(64) (Ertl); merge (a register max) and reduce O(m); the first query
-/// after merges rebuilds the histogram once, O(m). A sparse add is
-/// O(log k + k) (a sorted insert), its estimate O(1). Memory: ~330 bytes plus
-/// 4 bytes per sparse entry (at most the 2^p register bytes; 8 entries at
-/// p = 4), or plus 2^p bytes of registers when dense.
+/// add O(1), allocation-free after the first (sparse: a sorted insert); merge
+/// and reduce O(m). Memory: ~330 bytes plus 4 bytes per sparse entry, or plus
+/// 2^p bytes of registers when dense (docs/hyperloglog.md has the details).
 /// p in [4, 18] ([4, 21] in mode datasketches). Hash modes match Redis and
 /// Apache DataSketches register for register; mode datasketches also answers
 /// estimate() and lower/upper_bound() as DataSketches Java's HllSketch does
 /// on the same image (its coupon, composite and bound tables). total() counts
 /// add calls (merged ones included), not distinct items.
-///
 /// Thread safety: writers (add, merge, clear) need exclusive access; const
 /// members may run concurrently (one computes a pending histogram or register
 /// array, the others wait). Give each thread its own sketch and merge.

@@ -37,14 +37,12 @@ struct ThetaAccess;
 /// sketch keeps every hash below a threshold theta, and at least the k = 2^lg_k
 /// smallest: when 15/16 of its 2k-slot table is used, it keeps the k smallest
 /// and theta becomes the next one.
-///
 /// Unlike HyperLogLog, sketches intersect and subtract: theta_union,
 /// theta_intersection and theta_a_not_b return sketches (theta = the least
 /// of the inputs', the hashes below it that the expression keeps), and
 /// DataSketches reads and writes their bytes (to_datasketches,
 /// from_datasketches), so tally sketches combine with Java, C++, Python,
 /// Druid and Hive sketches of the same items.
-///
 /// Error: estimate() = num_retained() / theta(); its relative standard error is
 /// about 1 / sqrt(k - 1) for a sketch and for a union. An intersection or
 /// difference of size m out of a union of size u keeps about k * m / u hashes,
@@ -52,16 +50,11 @@ struct ThetaAccess;
 /// estimated poorly (docs/theta.md). lower_bound(s) / upper_bound(s) are
 /// DataSketches' binomial bounds for s = 1, 2, 3 standard deviations
 /// (about 68%, 95%, 99.7%); they apply to set-operation results too.
-///
-/// Memory: 8 bytes per slot, 2^5..2^(lg_k+1) slots as the sketch grows
-/// (64 KiB at lg_k = 12), plus the object (memory_bytes()).
-///
-/// Thread safety: const members may run concurrently; add, merge and clear
-/// need exclusive access.
+/// Memory: 8 bytes per slot, 2^5..2^(lg_k+1) slots as the sketch grows (64 KiB
+/// at lg_k = 12). Thread safety: const members run concurrently; add, merge, clear alone.
 ///
 ///     tally::ThetaSketch yesterday(12), today(12);
-///     for (auto id : yesterday_ids) yesterday.add(id);
-///     for (auto id : today_ids) today.add(id);
+///     for (auto id : yesterday_ids) yesterday.add(id);  // today likewise
 ///     const auto churned = tally::theta_a_not_b(yesterday, today);
 ///     double lost = churned.estimate(), hi = churned.upper_bound(2);
 class ThetaSketch {

@@ -35,13 +35,11 @@ TALLY_BEGIN_NAMESPACE
 /// items of weight 2^h; a full sketch compacts its lowest full level (sort,
 /// keep the odd or the even items at random, promote them). T is float or
 /// double.
-///
 /// Error (rank, guaranteed in probability): with probability 99% every
 /// rank(x) and quantile(r) is off by at most eps = normalized_rank_error()
 /// = 2.296 / k^0.9723 (k = 200: 1.33%; pmf: 2.446 / k^0.9433), single or
 /// merged; DataSketches' fit, checked here over 300 seeded trials
 /// (docs/kll.md). min_item() and max_item() are exact.
-///
 /// Cost: add amortised O(1) (a compaction every few adds sorts a few items);
 /// quantile an index lookup and a step or two, rank an index lookup and a
 /// search of one bucket, over the sorted view the first query after a change

@@ -34,26 +34,20 @@ TALLY_BEGIN_NAMESPACE
 /// nodes and time. Values go into a buffer of 10 * compression entries; a full
 /// buffer is sorted and merged into the centroids in one greedy pass under a
 /// k1 (arcsine) scale in the middle and a logarithmic scale in the tails.
-///
 /// Tied values (integers, rounded latencies, a repeated constant) are point
 /// masses: a run of equal values heavier than 1/16 of a centroid's size limit
 /// is kept as two centroids of equal mean, quantile(q) of a rank inside it
 /// returns that value exactly, and cdf(x) counts all of it at x (inclusive:
 /// the fraction of the weight <= x).
-///
 /// Error (rank, empirical, not a proven bound): the distance from q to the
 /// rank interval [F(x-), F(x)] of x = quantile(q) is <= 0.005 for q in
 /// [0.01, 0.99] and <= 0.0005 at q = 0.001 and 0.999, at compression 100, for
 /// single digests and 16-way merges, on continuous and on tied data
 /// (tests/test_tdigest.cpp checks both on nine distributions). The min and
 /// max are exact; one value answers itself for every q.
-///
-/// Cost: add amortised O(1); quantile and cdf one binary search over the
-/// cumulative-weight view built at each flush; merge O(centroids). Memory:
-/// ~compression centroids of 16 bytes (about 1.6 KB at 100, also the
-/// serialized size; tied data adds two per point mass, never more than
-/// 16 * compression + 1024 in all) plus, once a value was added, a buffer of
-/// ~40 KB at 100; memory_bytes() reports it all.
+/// Cost: add amortised O(1); quantile and cdf a binary search; merge
+/// O(centroids). Memory: ~compression centroids of 16 bytes (1.6 KB at 100;
+/// at most 16 * compression + 1024 with ties) plus a ~40 KB buffer at 100.
 /// Thread safety: one writer; the const queries, serialize and observers may
 /// run concurrently on a flushed digest (call flush() before sharing it).
 /// Errors: bad arguments throw std::invalid_argument, digest unchanged;
