@@ -270,20 +270,6 @@ class KllSketch {
         detail::throw_invalid_argument("tally::KllSketch::quantile: rank " + detail::format_number(rank) +
                                        " is out of range [0, 1]");
     }
-    static void put_item(ByteWriter& w, T x) {
-        if constexpr (sizeof(T) == 4)
-            w.u32(std::bit_cast<std::uint32_t>(x));
-        else
-            w.u64(std::bit_cast<std::uint64_t>(x));
-    }
-    static T get_item(ByteReader& r) {
-        if constexpr (sizeof(T) == 4)
-            return std::bit_cast<T>(r.u32());
-        else
-            return std::bit_cast<T>(r.u64());
-    }
-    /// Reads an updatable image (serial version 3) past its first 8 bytes.
-    static KllSketch from_updatable(ByteReader& r, std::uint16_t k, std::uint8_t flags, std::uint64_t seed);
     /// Validates a decoded layout (absolute offsets in levels[0..nl]) and builds the sketch.
     static KllSketch build(const char* who, std::uint16_t k, std::uint16_t merged_k, std::uint64_t n, std::uint32_t nl,
                            const detail::KllLevels& levels, ByteReader& items, T min, T max, bool sorted0,

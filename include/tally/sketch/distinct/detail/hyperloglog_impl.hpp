@@ -662,71 +662,12 @@ inline std::string HyperLogLog::to_redis() const {
     if (p_ != redis_precision)
         detail::throw_invalid_argument("tally::HyperLogLog::to_redis: precision " + std::to_string(p_) +
                                        " is not Redis's 14 (reduce() a larger sketch to 14 first)");
-    std::string s(detail::redis_hll_dense_size, '\0');
-    std::memcpy(s.data(), "HYLL", 4);
-    s[4] = static_cast<char>(detail::redis_hll_dense);
-    s[15] = static_cast<char>(0x80);  // card[7] bit 7: cached cardinality invalid
-    detail::pack6(registers().data(), register_count(),
-                  reinterpret_cast<unsigned char*>(s.data()) + detail::redis_hll_header);
-    return s;
+    return detail::redis_hll_encode(registers());
 }
 
 inline HyperLogLog HyperLogLog::from_redis(std::string_view s) {
-    using namespace detail;
-    if (s.size() < redis_hll_header)
-        throw_format_error("tally::HyperLogLog::from_redis: truncated header (" + std::to_string(s.size()) +
-                           " bytes, need 16)");
-    if (std::memcmp(s.data(), "HYLL", 4) != 0)
-        throw_format_error("tally::HyperLogLog::from_redis: bad magic (expected \"HYLL\")");
-    const auto encoding = static_cast<std::uint8_t>(s[4]);
     HyperLogLog out = redis_compatible();
-    const std::size_t m = out.register_count();
-    const std::uint8_t top = 64 - redis_hll_p + 1;
-    const auto* in = reinterpret_cast<const unsigned char*>(s.data());
-    if (encoding == redis_hll_dense) {
-        if (s.size() != redis_hll_dense_size)
-            throw_format_error("tally::HyperLogLog::from_redis: dense string is " + std::to_string(s.size()) +
-                               " bytes, not 12304");
-        out.allocate();
-        unpack6(in + redis_hll_header, m, out.registers_.data());
-        for (const std::uint8_t v : out.registers_)
-            if (v > top)
-                throw_format_error("tally::HyperLogLog::from_redis: register value " + std::to_string(v) +
-                                   " exceeds 51");
-    } else if (encoding == redis_hll_sparse) {
-        std::size_t index = 0;
-        for (std::size_t pos = redis_hll_header; pos < s.size();) {
-            const unsigned char op = in[pos];
-            std::size_t run;
-            std::uint8_t value = 0;
-            if ((op & 0xc0) == 0x00) {  // ZERO
-                run = (op & 0x3fu) + 1;
-                pos += 1;
-            } else if ((op & 0xc0) == 0x40) {  // XZERO
-                if (pos + 1 >= s.size())
-                    throw_format_error("tally::HyperLogLog::from_redis: truncated XZERO opcode");
-                run = ((static_cast<std::size_t>(op & 0x3fu) << 8) | in[pos + 1]) + 1;
-                pos += 2;
-            } else {  // VAL
-                value = static_cast<std::uint8_t>(((op >> 2) & 0x1fu) + 1);
-                run = (op & 0x3u) + 1;
-                pos += 1;
-            }
-            if (run > m - index)
-                throw_format_error("tally::HyperLogLog::from_redis: sparse runs overflow 16384 registers");
-            if (value != 0) {
-                out.allocate();
-                std::fill_n(out.registers_.begin() + static_cast<std::ptrdiff_t>(index), run, value);
-            }
-            index += run;
-        }
-        if (index != m)
-            throw_format_error("tally::HyperLogLog::from_redis: sparse runs cover " + std::to_string(index) +
-                               " registers, not 16384 (truncated)");
-    } else {
-        throw_format_error("tally::HyperLogLog::from_redis: bad encoding " + std::to_string(encoding) +
-                           " (expected 0 dense or 1 sparse)");
-    }
+    detail::redis_hll_decode(s, out.registers_);
     out.rebuild_from_registers();
     out.hip_valid_ = out.empty();
     return out;

@@ -32,11 +32,15 @@
 
 #include "../../../detail/abi.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
+
+#include "../../../detail/throw.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {
@@ -110,6 +114,75 @@ inline void unpack6(const unsigned char* in, std::size_t count, std::uint8_t* re
         regs[i + 2] = static_cast<std::uint8_t>((v >> 12) & 63);
         regs[i + 3] = static_cast<std::uint8_t>((v >> 18) & 63);
     }
+}
+
+/// Redis's dense HYLL string of 2^14 registers (the cached cardinality marked
+/// invalid, so PFCOUNT recomputes it).
+inline std::string redis_hll_encode(std::span<const std::uint8_t> registers) {
+    std::string s(redis_hll_dense_size, '\0');
+    std::memcpy(s.data(), "HYLL", 4);
+    s[4] = static_cast<char>(redis_hll_dense);
+    s[15] = static_cast<char>(0x80);  // card[7] bit 7: cached cardinality invalid
+    pack6(registers.data(), redis_hll_registers, reinterpret_cast<unsigned char*>(s.data()) + redis_hll_header);
+    return s;
+}
+
+/// Decodes a HYLL string, dense or sparse, into `registers` (any container
+/// of bytes with assign(n, 0) and data(), left empty when every register is
+/// zero). Every opcode and length is checked: tally::FormatError otherwise.
+template <class Registers>
+void redis_hll_decode(std::string_view s, Registers& registers) {
+    constexpr const char* who = "tally::HyperLogLog::from_redis: ";
+    if (s.size() < redis_hll_header)
+        throw_format_error(who + std::string("truncated header (") + std::to_string(s.size()) + " bytes, need 16)");
+    if (std::memcmp(s.data(), "HYLL", 4) != 0) throw_format_error(who + std::string("bad magic (expected \"HYLL\")"));
+    const auto encoding = static_cast<std::uint8_t>(s[4]);
+    constexpr std::size_t m = redis_hll_registers;
+    constexpr std::uint8_t top = 64 - redis_hll_p + 1;
+    const auto* in = reinterpret_cast<const unsigned char*>(s.data());
+    const auto allocate = [&] {
+        if (registers.size() != m) registers.assign(m, 0);
+    };
+    if (encoding == redis_hll_dense) {
+        if (s.size() != redis_hll_dense_size)
+            throw_format_error(who + std::string("dense string is ") + std::to_string(s.size()) + " bytes, not 12304");
+        allocate();
+        unpack6(in + redis_hll_header, m, registers.data());
+        for (std::size_t i = 0; i < m; ++i)
+            if (registers[i] > top)
+                throw_format_error(who + std::string("register value ") + std::to_string(registers[i]) + " exceeds 51");
+        return;
+    }
+    if (encoding != redis_hll_sparse)
+        throw_format_error(who + std::string("bad encoding ") + std::to_string(encoding) +
+                           " (expected 0 dense or 1 sparse)");
+    std::size_t index = 0;
+    for (std::size_t pos = redis_hll_header; pos < s.size();) {
+        const unsigned char op = in[pos];
+        std::size_t run;
+        std::uint8_t value = 0;
+        if ((op & 0xc0) == 0x00) {  // ZERO
+            run = (op & 0x3fu) + 1;
+            pos += 1;
+        } else if ((op & 0xc0) == 0x40) {  // XZERO
+            if (pos + 1 >= s.size()) throw_format_error(who + std::string("truncated XZERO opcode"));
+            run = ((static_cast<std::size_t>(op & 0x3fu) << 8) | in[pos + 1]) + 1;
+            pos += 2;
+        } else {  // VAL
+            value = static_cast<std::uint8_t>(((op >> 2) & 0x1fu) + 1);
+            run = (op & 0x3u) + 1;
+            pos += 1;
+        }
+        if (run > m - index) throw_format_error(who + std::string("sparse runs overflow 16384 registers"));
+        if (value != 0) {
+            allocate();
+            std::fill_n(registers.data() + index, run, value);
+        }
+        index += run;
+    }
+    if (index != m)
+        throw_format_error(who + std::string("sparse runs cover ") + std::to_string(index) +
+                           " registers, not 16384 (truncated)");
 }
 
 }  // namespace detail

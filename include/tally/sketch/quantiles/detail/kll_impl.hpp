@@ -442,10 +442,10 @@ std::vector<std::byte> KllSketch<T>::serialize() const {
     w.u64(seed_);
     w.u64(rng_);
     if (n_ != 0) {
-        put_item(w, lowest());
-        put_item(w, highest());
+        detail::kll_put_item(w, lowest());
+        detail::kll_put_item(w, highest());
         for (std::uint32_t h = 0; h < num_levels_; ++h) w.u32(level_size(h));
-        for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i - base_]);
+        for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) detail::kll_put_item(w, items_[i - base_]);
     }
     return w.take();
 }
@@ -479,7 +479,7 @@ KllSketch<T> KllSketch<T>::build(const char* who, std::uint16_t k, std::uint16_t
     s.items_.reset(new T[m]);
     s.base_ = levels[0];
     for (std::uint32_t i = 0; i < m; ++i) {
-        const T x = get_item(r);
+        const T x = detail::kll_get_item<T>(r);
         if (!(x >= min && x <= max)) fail("an item is NaN or outside [min, max]");
         s.items_[i] = x;
     }
@@ -524,8 +524,8 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
         s.sorted0_ = (flags & 1) != 0;
         return s;
     }
-    const T min = get_item(r);
-    const T max = get_item(r);
+    const T min = detail::kll_get_item<T>(r);
+    const T max = detail::kll_get_item<T>(r);
     if (nl < 1 || nl > detail::kll_max_levels)
         detail::throw_format_error(std::string(who) + ": level count " + std::to_string(nl) + " is out of range [1, 64]");
     if (k < min_k) detail::throw_format_error(std::string(who) + ": k " + std::to_string(k) + " is out of range [8, 65535]");
@@ -547,128 +547,30 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
 
 template <class T>
 std::vector<std::byte> KllSketch<T>::to_datasketches() const {
-    const bool single = n_ == 1;
-    ByteWriter w(detail::kll_ds_data_start + 4 * num_levels_ + (std::size_t{num_retained()} + 2) * sizeof(T));
-    w.u8(empty() || single ? detail::kll_ds_preamble_short : detail::kll_ds_preamble_full);
-    w.u8(single ? detail::kll_ds_serial_v2 : detail::kll_ds_serial_v1);
-    w.u8(detail::kll_ds_family);
-    w.u8(static_cast<std::uint8_t>((empty() ? detail::kll_ds_flag_empty : 0) | (sorted0_ ? detail::kll_ds_flag_sorted : 0) |
-                                   (single ? detail::kll_ds_flag_single : 0)));
-    w.u16(k_);
-    w.u8(detail::kll_m);
-    w.u8(0);
-    if (empty()) return w.take();
-    if (!single) {
-        w.u64(n_);
-        w.u16(min_k_);
-        w.u8(static_cast<std::uint8_t>(num_levels_));
-        w.u8(0);
-        for (std::uint32_t h = 0; h < num_levels_; ++h) w.u32(levels_[h]);
-        put_item(w, lowest());
-        put_item(w, highest());
-    }
-    for (std::uint32_t i = levels_[0]; i < levels_[num_levels_]; ++i) put_item(w, items_[i - base_]);
-    return w.take();
+    detail::KllDsImage<T> im;
+    im.k = k_;
+    im.min_k = min_k_;
+    im.n = n_;
+    im.num_levels = num_levels_;
+    im.levels = levels_;
+    im.sorted0 = sorted0_;
+    if (empty()) return detail::kll_ds_encode<T>(im, {});
+    im.min = lowest();
+    im.max = highest();
+    return detail::kll_ds_encode<T>(im, std::span<const T>(items_.get() + (levels_[0] - base_), num_retained()));
 }
 
 template <class T>
 KllSketch<T> KllSketch<T>::from_datasketches(std::span<const std::byte> bytes, std::uint64_t seed) {
-    constexpr const char* who = "tally::KllSketch::from_datasketches";
-    const auto fail = [](const std::string& what) {
-        detail::throw_format_error(std::string("tally::KllSketch::from_datasketches: ") + what);
-    };
-    ByteReader r(bytes);
-    const std::uint8_t pre = r.u8();
-    const std::uint8_t ver = r.u8();
-    const std::uint8_t fam = r.u8();
-    const std::uint8_t flags = r.u8();
-    const std::uint16_t k = r.u16();
-    const std::uint8_t m = r.u8();
-    if (r.u8() != 0) fail("byte 7 (unused) is not zero");
-    if (fam != detail::kll_ds_family) fail("family id " + std::to_string(fam) + " is not KLL (15)");
-    if (ver != detail::kll_ds_serial_v1 && ver != detail::kll_ds_serial_v2 && ver != detail::kll_ds_serial_v3)
-        fail("serial version " + std::to_string(ver) + " is not 1, 2 or 3");
-    if (m != detail::kll_m) fail("m " + std::to_string(m) + " is not 8");
-    if (k < min_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
-    if (flags & ~(detail::kll_ds_flag_empty | detail::kll_ds_flag_sorted | detail::kll_ds_flag_single))
-        fail("unknown flag bits " + std::to_string(flags));
-    const bool is_empty = (flags & detail::kll_ds_flag_empty) != 0;
-    const bool single = (flags & detail::kll_ds_flag_single) != 0;
-    const bool sorted0 = (flags & detail::kll_ds_flag_sorted) != 0;
-    if (is_empty && single) fail("flags say both empty and single item");
-    if (ver == detail::kll_ds_serial_v3) {
-        if (pre != detail::kll_ds_preamble_full)
-            fail("preamble ints " + std::to_string(pre) + " where 5 is required (updatable image)");
-        return from_updatable(r, k, flags, seed);
-    }
-    const std::uint8_t want_pre = (is_empty || single) ? detail::kll_ds_preamble_short : detail::kll_ds_preamble_full;
-    if (pre != want_pre)
-        fail("preamble ints " + std::to_string(pre) + " where " + std::to_string(want_pre) + " is required");
-    if (is_empty) {
-        if (r.remaining() != 0) fail("an empty image has 8 bytes");
-        KllSketch s(k, seed);
-        s.sorted0_ = sorted0;
+    const detail::KllDsImage<T> im = detail::kll_ds_decode<T>(bytes);
+    if (im.n == 0) {
+        KllSketch s(im.k, seed);
+        s.sorted0_ = im.sorted0;
         return s;
     }
-    detail::KllLevels levels{};
-    if (single) {
-        if (r.remaining() != sizeof(T))
-            fail(std::to_string(r.remaining()) + " bytes for a single item of " + std::to_string(sizeof(T)));
-        const detail::KllCapacities caps(k);
-        const std::uint32_t capacity = caps.total(1);
-        levels[0] = capacity - 1;
-        levels[1] = capacity;
-        ByteReader peek(bytes.subspan(detail::kll_ds_short_size));
-        const T x = get_item(peek);
-        return build(who, k, k, 1, 1, levels, r, x, x, sorted0, seed, seed);
-    }
-    const std::uint64_t n = r.u64();
-    const std::uint16_t mk = r.u16();
-    const std::uint32_t nl = r.u8();
-    if (r.u8() != 0) fail("byte 19 (unused) is not zero");
-    if (nl < 1 || nl > detail::kll_max_levels_for(n)) fail("level count " + std::to_string(nl) + " is out of range for n = " + std::to_string(n));
-    for (std::uint32_t h = 0; h < nl; ++h) levels[h] = r.u32();
-    levels[nl] = detail::KllCapacities(k).total(nl);
-    if (levels[0] > levels[nl]) fail("level 0 starts past the capacity");
-    const T min = get_item(r);
-    const T max = get_item(r);
-    return build(who, k, mk, n, nl, levels, r, min, max, sorted0, seed, seed);
-}
-
-template <class T>
-KllSketch<T> KllSketch<T>::from_updatable(ByteReader& r, std::uint16_t k, std::uint8_t flags, std::uint64_t seed) {
-    constexpr const char* who = "tally::KllSketch::from_datasketches";
-    const auto fail = [](const std::string& what) {
-        detail::throw_format_error(std::string("tally::KllSketch::from_datasketches: updatable image: ") + what);
-    };
-    const std::uint64_t n = r.u64();
-    const std::uint16_t mk = r.u16();
-    const std::uint32_t nl = r.u8();
-    if (r.u8() != 0) fail("byte 19 (unused) is not zero");
-    // Java's direct sketches leave the empty flag clear on an empty image;
-    // heap ones set it, and the single-item flag at n = 1
-    if ((flags & detail::kll_ds_flag_empty) && n != 0) fail("the empty flag is set with n = " + std::to_string(n));
-    if ((flags & detail::kll_ds_flag_single) && n != 1) fail("the single-item flag is set with n = " + std::to_string(n));
-    const std::uint32_t max_nl = n == 0 ? 1 : detail::kll_max_levels_for(n);
-    if (nl < 1 || nl > max_nl) fail("level count " + std::to_string(nl) + " is out of range for n = " + std::to_string(n));
-    detail::KllLevels levels{};
-    for (std::uint32_t h = 0; h <= nl; ++h) levels[h] = r.u32();
-    const std::uint32_t capacity = detail::KllCapacities(k).total(nl);
-    if (levels[nl] != capacity) fail("the last level offset is not the capacity " + std::to_string(capacity));
-    if (levels[0] > capacity) fail("level 0 starts past the capacity");
-    const T min = get_item(r);
-    const T max = get_item(r);
-    // the free space below level 0: any bytes
-    (void)r.bytes(std::size_t{levels[0]} * sizeof(T));
-    const bool sorted0 = (flags & detail::kll_ds_flag_sorted) != 0;
-    if (n == 0) {
-        if (levels[0] != capacity || mk != k) fail("an empty sketch has no items and min k = k");
-        r.expect_end();
-        KllSketch s(k, seed);
-        s.sorted0_ = sorted0;
-        return s;
-    }
-    return build(who, k, mk, n, nl, levels, r, min, max, sorted0, seed, seed);
+    ByteReader items(im.item_bytes);
+    return build("tally::KllSketch::from_datasketches", im.k, im.min_k, im.n, im.num_levels, im.levels, items, im.min,
+                 im.max, im.sorted0, seed, seed);
 }
 
 TALLY_END_NAMESPACE
