@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 TALLY_BEGIN_NAMESPACE
@@ -22,6 +23,20 @@ constexpr U little_endian(U v) noexcept {
     } else {
         return v;
     }
+}
+
+/// The low `bytes` (1..8) bytes of v, little-endian, at out (any alignment):
+/// the fixed-layout fields of foreign images written in place.
+inline void store_le(std::byte* out, std::uint64_t v, std::size_t bytes = 8) noexcept {
+    for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>(v >> (8 * i));
+}
+
+/// A little-endian unsigned integer of `bytes` (1..8) bytes at in; the
+/// caller has checked that they are there.
+inline std::uint64_t load_le(const std::byte* in, std::size_t bytes) noexcept {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < bytes; ++i) v |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(in[i])) << (8 * i);
+    return v;
 }
 
 }  // namespace detail

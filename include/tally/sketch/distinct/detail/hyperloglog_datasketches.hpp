@@ -12,6 +12,8 @@
 
 #include "../../../detail/abi.hpp"
 
+#include "../../../core/detail/byte_order.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -99,13 +101,6 @@ struct DsHllState {
     std::uint32_t zeros = 0;
 };
 
-inline void ds_put_u32(std::vector<std::byte>& out, std::size_t at, std::uint32_t v) noexcept {
-    for (int i = 0; i < 4; ++i) out[at + i] = static_cast<std::byte>(v >> (8 * i));
-}
-inline void ds_put_f64(std::vector<std::byte>& out, std::size_t at, double d) noexcept {
-    const auto v = std::bit_cast<std::uint64_t>(d);
-    for (int i = 0; i < 8; ++i) out[at + i] = static_cast<std::byte>(v >> (8 * i));
-}
 
 /// The compact image: the 8-byte empty LIST form, else HLL mode.
 inline std::vector<std::byte> ds_hll_encode(const DsHllState& st, DataSketchesHll type) {
@@ -138,11 +133,11 @@ inline std::vector<std::byte> ds_hll_encode(const DsHllState& st, DataSketchesHl
     out[5] = std::byte{static_cast<std::uint8_t>(ds_flag_compact | (st.out_of_order ? ds_flag_out_of_order : 0))};
     out[6] = std::byte{cur_min};
     out[7] = std::byte{static_cast<std::uint8_t>(tgt | 2)};
-    ds_put_f64(out, 8, st.hip);
-    ds_put_f64(out, 16, st.kxq0);
-    ds_put_f64(out, 24, st.kxq1);
-    ds_put_u32(out, 32, num_at_cur_min);
-    ds_put_u32(out, 36, aux_count);
+    store_le(out.data() + 8, std::bit_cast<std::uint64_t>(st.hip));
+    store_le(out.data() + 16, std::bit_cast<std::uint64_t>(st.kxq0));
+    store_le(out.data() + 24, std::bit_cast<std::uint64_t>(st.kxq1));
+    store_le(out.data() + 32, num_at_cur_min, 4);
+    store_le(out.data() + 36, aux_count, 4);
     auto* a = reinterpret_cast<unsigned char*>(out.data() + ds_hll_header);
     const std::uint8_t* r = st.registers.data();
     if (type == DataSketchesHll::hll_8) {
@@ -162,7 +157,7 @@ inline std::vector<std::byte> ds_hll_encode(const DsHllState& st, DataSketchesHl
             std::uint8_t nibble = static_cast<std::uint8_t>(shifted);
             if (shifted >= 15) {
                 nibble = 15;
-                ds_put_u32(out, aux_at, (std::uint32_t{r[i]} << 26) | static_cast<std::uint32_t>(i));
+                store_le(out.data() + aux_at, (std::uint32_t{r[i]} << 26) | static_cast<std::uint32_t>(i), 4);
                 aux_at += 4;
             }
             a[i >> 1] = static_cast<unsigned char>(a[i >> 1] | (nibble << ((i & 1) * 4)));
@@ -197,8 +192,8 @@ inline std::vector<std::byte> ds_coupon_encode(int lg_k, std::span<const std::ui
     out[5] = std::byte{ds_flag_compact};
     out[6] = std::byte{static_cast<std::uint8_t>(list ? count : 0)};
     out[7] = std::byte{static_cast<std::uint8_t>((static_cast<std::uint8_t>(type) << 2) | (list ? 0 : 1))};
-    if (!list) ds_put_u32(out, 8, count);
-    for (std::size_t i = 0; i < coupons.size(); ++i) ds_put_u32(out, start + 4 * i, coupons[i]);
+    if (!list) store_le(out.data() + 8, count, 4);
+    for (std::size_t i = 0; i < coupons.size(); ++i) store_le(out.data() + start + 4 * i, coupons[i], 4);
     return out;
 }
 

@@ -25,6 +25,8 @@
 
 #include "../../../detail/abi.hpp"
 
+#include "../../../core/detail/byte_order.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstddef>
@@ -58,16 +60,7 @@ struct DsThetaImage {
     std::vector<std::uint64_t> hashes;  // ascending, distinct, each in [1, theta)
 };
 
-inline void ds_theta_put_le(std::vector<std::byte>& out, std::size_t at, std::uint64_t v, int bytes) noexcept {
-    for (int i = 0; i < bytes; ++i) out[at + static_cast<std::size_t>(i)] = static_cast<std::byte>(v >> (8 * i));
-}
 
-inline std::uint64_t ds_theta_get_le(std::span<const std::byte> b, std::size_t at, int bytes) noexcept {
-    std::uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i)
-        v |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(b[at + static_cast<std::size_t>(i)])) << (8 * i);
-    return v;
-}
 
 /// The compact ordered image of an (empty flag, theta, ascending hashes)
 /// state, as DataSketches' compact_theta_sketch::serialize() writes it, or
@@ -99,8 +92,8 @@ inline std::vector<std::byte> ds_theta_encode(bool empty, std::uint64_t theta, c
         out[5] = static_cast<std::byte>(ds_theta_flag_compact | ds_theta_flag_read_only | ds_theta_flag_ordered);
         out[6] = static_cast<std::byte>(seed_lo);
         out[7] = static_cast<std::byte>(seed_hi);
-        if (estimation) ds_theta_put_le(out, 8, theta, 8);
-        ds_theta_put_le(out, pre, n, count_bytes);
+        if (estimation) store_le(out.data() + 8, theta, 8);
+        store_le(out.data() + pre, n, count_bytes);
         // MSB-first bit stream: accumulate into a 64-bit window, flush bytes.
         std::size_t at = pre + static_cast<std::size_t>(count_bytes);
         uint128 acc = 0;  // at most 63 + 7 bits pending
@@ -128,11 +121,11 @@ inline std::vector<std::byte> ds_theta_encode(bool empty, std::uint64_t theta, c
                                     (empty ? ds_theta_flag_empty : 0));
     out[6] = static_cast<std::byte>(seed_lo);
     out[7] = static_cast<std::byte>(seed_hi);
-    if (pre_longs > 1) ds_theta_put_le(out, 8, n, 4);
-    if (estimation) ds_theta_put_le(out, 16, theta, 8);
+    if (pre_longs > 1) store_le(out.data() + 8, n, 4);
+    if (estimation) store_le(out.data() + 16, theta, 8);
     std::size_t at = 8 * static_cast<std::size_t>(pre_longs);
     for (const std::uint64_t v : h) {
-        ds_theta_put_le(out, at, v, 8);
+        store_le(out.data() + at, v, 8);
         at += 8;
     }
     return out;
@@ -172,7 +165,7 @@ inline void ds_theta_check_hashes(DsThetaImage& img, bool ordered) {
 inline void ds_theta_read_hashes(std::span<const std::byte> b, std::size_t at, std::uint64_t count,
                                  DsThetaImage& img) {
     img.hashes.resize(static_cast<std::size_t>(count));
-    for (std::size_t i = 0; i < img.hashes.size(); ++i) img.hashes[i] = ds_theta_get_le(b, at + 8 * i, 8);
+    for (std::size_t i = 0; i < img.hashes.size(); ++i) img.hashes[i] = load_le(b.data() + at + 8 * i, 8);
 }
 
 /// Decodes Java's UpdateSketch image (family 2, QuickSelect, serial version
@@ -201,17 +194,17 @@ inline DsThetaImage ds_theta_decode_update(std::span<const std::byte> b) {
     const std::uint8_t flags = u8(5);
     if (flags & ~ds_theta_flag_empty)
         ds_theta_fail("flags " + std::to_string(flags) + " of an update sketch (only 4, empty, may be set)");
-    ds_theta_check_seed(static_cast<std::uint16_t>(ds_theta_get_le(b, 6, 2)));
+    ds_theta_check_seed(static_cast<std::uint16_t>(load_le(b.data() + 6, 2)));
     const std::size_t slots = std::size_t{1} << lg_arr;
     ds_theta_need_size(b, 24 + 8 * slots, "update sketch image");
-    const std::uint64_t count = ds_theta_get_le(b, 8, 4);
-    const float p = std::bit_cast<float>(static_cast<std::uint32_t>(ds_theta_get_le(b, 12, 4)));
+    const std::uint64_t count = load_le(b.data() + 8, 4);
+    const float p = std::bit_cast<float>(static_cast<std::uint32_t>(load_le(b.data() + 12, 4)));
     if (!(p > 0.0f && p <= 1.0f)) ds_theta_fail("sampling probability p is not in (0, 1]");
     DsThetaImage img;
-    img.theta = ds_theta_get_le(b, 16, 8);
+    img.theta = load_le(b.data() + 16, 8);
     img.hashes.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(count, slots)));
     for (std::size_t i = 0; i < slots; ++i) {
-        const std::uint64_t v = ds_theta_get_le(b, 24 + 8 * i, 8);
+        const std::uint64_t v = load_le(b.data() + 24 + 8 * i, 8);
         if (v != 0) img.hashes.push_back(v);
     }
     if (img.hashes.size() != count)
@@ -238,7 +231,7 @@ inline DsThetaImage ds_theta_decode(std::span<const std::byte> b) {
     if (u8(2) != ds_theta_type_compact)
         ds_theta_fail("sketch type " + std::to_string(u8(2)) + " is not 3 (compact theta sketch) or 2 (update sketch)");
     DsThetaImage img;
-    const auto seed_hash = static_cast<std::uint16_t>(ds_theta_get_le(b, 6, 2));
+    const auto seed_hash = static_cast<std::uint16_t>(load_le(b.data() + 6, 2));
     if (version == 3 || version == 4) {
         const std::uint8_t flags = u8(5);
         if (flags & ds_theta_flag_big_endian) ds_theta_fail("big-endian images are not supported");
@@ -259,8 +252,8 @@ inline DsThetaImage ds_theta_decode(std::span<const std::byte> b) {
             } else {
                 if (b.size() < 8 * static_cast<std::size_t>(pre_longs))
                     ds_theta_need_size(b, 8 * static_cast<std::size_t>(pre_longs), "preamble");
-                const std::uint64_t count = ds_theta_get_le(b, 8, 4);
-                if (pre_longs == 3) img.theta = ds_theta_get_le(b, 16, 8);
+                const std::uint64_t count = load_le(b.data() + 8, 4);
+                if (pre_longs == 3) img.theta = load_le(b.data() + 16, 8);
                 ds_theta_need_size(b, 8 * (static_cast<std::size_t>(pre_longs) + count), "image");
                 ds_theta_read_hashes(b, 8 * static_cast<std::size_t>(pre_longs), count, img);
             }
@@ -280,8 +273,8 @@ inline DsThetaImage ds_theta_decode(std::span<const std::byte> b) {
         const std::size_t pre = 8 * static_cast<std::size_t>(pre_longs);
         if (b.size() < pre + static_cast<std::size_t>(count_bytes))
             ds_theta_need_size(b, pre + static_cast<std::size_t>(count_bytes), "preamble");
-        if (pre_longs == 2) img.theta = ds_theta_get_le(b, 8, 8);
-        const std::uint64_t count = ds_theta_get_le(b, pre, count_bytes);
+        if (pre_longs == 2) img.theta = load_le(b.data() + 8, 8);
+        const std::uint64_t count = load_le(b.data() + pre, count_bytes);
         const std::size_t data = pre + static_cast<std::size_t>(count_bytes);
         ds_theta_need_size(b, data + (static_cast<std::size_t>(bits) * count + 7) / 8, "image");
         img.hashes.resize(static_cast<std::size_t>(count));
@@ -307,8 +300,8 @@ inline DsThetaImage ds_theta_decode(std::span<const std::byte> b) {
     if (version == 1) {
         if (pre_longs != 3) ds_theta_fail("preamble longs " + std::to_string(pre_longs) + " of a version 1 image is not 3");
         if (b.size() < 24) ds_theta_need_size(b, 24, "preamble");
-        const std::uint64_t count = ds_theta_get_le(b, 8, 4);
-        img.theta = ds_theta_get_le(b, 16, 8);
+        const std::uint64_t count = load_le(b.data() + 8, 4);
+        img.theta = load_le(b.data() + 16, 8);
         if (count == 0 && img.theta == theta_max) {
             ds_theta_need_size(b, 24, "empty image");
             return img;
@@ -329,8 +322,8 @@ inline DsThetaImage ds_theta_decode(std::span<const std::byte> b) {
             ds_theta_need_size(b, 8, "empty image");
             return img;
         }
-        const std::uint64_t count = ds_theta_get_le(b, 8, 4);
-        if (pre_longs == 3) img.theta = ds_theta_get_le(b, 16, 8);
+        const std::uint64_t count = load_le(b.data() + 8, 4);
+        if (pre_longs == 3) img.theta = load_le(b.data() + 16, 8);
         if (count == 0 && img.theta == theta_max) {
             ds_theta_need_size(b, pre, "empty image");
             return img;

@@ -22,6 +22,8 @@
 
 #include "../../../detail/abi.hpp"
 
+#include "../../../core/detail/byte_order.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstddef>
@@ -68,17 +70,17 @@ inline std::vector<std::byte> ds_aod_encode(bool empty, std::uint64_t theta, std
     out[4] = static_cast<std::byte>((empty ? ds_aod_flag_empty : 0) | (n > 0 ? ds_aod_flag_has_entries : 0) |
                                     ds_aod_flag_ordered);
     out[5] = static_cast<std::byte>(num_values);
-    ds_theta_put_le(out, 6, ds_theta_seed_hash, 2);
-    ds_theta_put_le(out, 8, theta, 8);
+    store_le(out.data() + 6, ds_theta_seed_hash, 2);
+    store_le(out.data() + 8, theta, 8);
     if (n == 0) return out;
-    ds_theta_put_le(out, 16, n, 4);
+    store_le(out.data() + 16, n, 4);
     std::size_t at = 24;
     for (const std::uint64_t h : hashes) {
-        ds_theta_put_le(out, at, h, 8);
+        store_le(out.data() + at, h, 8);
         at += 8;
     }
     for (const double v : values) {
-        ds_theta_put_le(out, at, std::bit_cast<std::uint64_t>(v), 8);
+        store_le(out.data() + at, std::bit_cast<std::uint64_t>(v), 8);
         at += 8;
     }
     return out;
@@ -107,7 +109,7 @@ inline DsAodImage ds_aod_decode(std::span<const std::byte> b, std::uint64_t max_
     DsAodImage img;
     img.num_values = u8(5);
     if (img.num_values == 0) ds_aod_fail("num_values 0 is out of range [1, 255]");
-    img.theta = ds_theta_get_le(b, 8, 8);
+    img.theta = load_le(b.data() + 8, 8);
     if (img.theta == 0 || img.theta > theta_max)
         ds_aod_fail("theta " + std::to_string(img.theta) + " is out of range [1, 2^63 - 1]");
     img.empty = (flags & ds_aod_flag_empty) != 0;
@@ -118,12 +120,12 @@ inline DsAodImage ds_aod_decode(std::span<const std::byte> b, std::uint64_t max_
         return img;
     }
     if (img.empty) ds_aod_fail("the empty flag is set on an image with entries");
-    const auto seed_hash = static_cast<std::uint16_t>(ds_theta_get_le(b, 6, 2));
+    const auto seed_hash = static_cast<std::uint16_t>(load_le(b.data() + 6, 2));
     if (seed_hash != ds_theta_seed_hash)
         ds_aod_fail("seed hash " + std::to_string(seed_hash) + " is not that of seed 9001 (" +
                     std::to_string(ds_theta_seed_hash) + ")");
     if (b.size() < 24) ds_aod_fail(std::to_string(b.size()) + " bytes where an image with entries has at least 24");
-    const std::uint64_t count = ds_theta_get_le(b, 16, 4);
+    const std::uint64_t count = load_le(b.data() + 16, 4);
     if (count == 0) ds_aod_fail("the has-entries flag is set on an image of 0 entries");
     if (count > max_count)
         ds_aod_fail(std::to_string(count) + " entries exceed the " + std::to_string(max_count) + " a sketch holds");
@@ -134,10 +136,10 @@ inline DsAodImage ds_aod_decode(std::span<const std::byte> b, std::uint64_t max_
     const std::size_t n = static_cast<std::size_t>(count);
     img.hashes.resize(n);
     img.values.resize(n * img.num_values);
-    for (std::size_t i = 0; i < n; ++i) img.hashes[i] = ds_theta_get_le(b, 24 + 8 * i, 8);
+    for (std::size_t i = 0; i < n; ++i) img.hashes[i] = load_le(b.data() + 24 + 8 * i, 8);
     const std::size_t vat = 24 + 8 * n;
     for (std::size_t i = 0; i < img.values.size(); ++i)
-        img.values[i] = std::bit_cast<double>(ds_theta_get_le(b, vat + 8 * i, 8));
+        img.values[i] = std::bit_cast<double>(load_le(b.data() + vat + 8 * i, 8));
     if (!std::is_sorted(img.hashes.begin(), img.hashes.end())) {
         if (flags & ds_aod_flag_ordered) ds_aod_fail("hashes of an ordered image are not ascending");
         std::vector<std::uint32_t> order(n);

@@ -12,6 +12,8 @@
 
 #include "../../../detail/abi.hpp"
 
+#include "../../../core/detail/byte_order.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -63,20 +65,15 @@ struct TopKStringKey {
     return wy_mix(a ^ wy_secret[0] ^ len, b ^ wy_secret[1]);
 }
 
-inline void top_k_store_le32(char* out, std::uint64_t v) noexcept {
-    std::uint8_t bytes[4];
-    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<std::uint8_t>(v >> (8 * i));
-    std::memcpy(out, bytes, 4);
-}
 
 /// The bytes of a string of len <= 16 bytes from its (a, b): out gets len bytes.
 inline void top_k_string_bytes(std::uint64_t a, std::uint64_t b, std::size_t len, char* out) noexcept {
     if (len >= 4) {
         const std::size_t shift = (len >> 3) << 2;
-        top_k_store_le32(out, a >> 32);
-        top_k_store_le32(out + shift, a);
-        top_k_store_le32(out + len - 4, b >> 32);
-        top_k_store_le32(out + len - 4 - shift, b);
+        store_le(reinterpret_cast<std::byte*>(out), a >> 32, 4);
+        store_le(reinterpret_cast<std::byte*>(out + shift), a, 4);
+        store_le(reinterpret_cast<std::byte*>(out + len - 4), b >> 32, 4);
+        store_le(reinterpret_cast<std::byte*>(out + len - 4 - shift), b, 4);
     } else if (len > 0) {
         out[0] = static_cast<char>(a >> 16);
         out[len >> 1] = static_cast<char>(a >> 8);
