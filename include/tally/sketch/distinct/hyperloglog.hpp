@@ -19,12 +19,11 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "../../core/detail/aligned_allocator.hpp"
+#include "../../core/detail/lazy.hpp"
 #include "../../core/hash.hpp"
 #include "../../core/serialize.hpp"
 #include "../../core/summary.hpp"
@@ -355,14 +354,8 @@ class HyperLogLog {
     static const char* mode_name(HashMode mode) noexcept;
     static std::size_t varint_size(std::size_t v) noexcept;
 
-    static constexpr std::uint8_t lazy_ready = 0;
-    static constexpr std::uint8_t lazy_pending = 1;
-    static constexpr std::uint8_t lazy_busy = 2;
-
-    // Runs `make` once for a lazy part in state pending; concurrent const
-    // callers wait for the one that computes it.
-    template <class F>
-    static void run_lazy(std::atomic<std::uint8_t>& state, F make) noexcept;
+    static constexpr std::uint8_t lazy_ready = detail::lazy_ready;
+    static constexpr std::uint8_t lazy_pending = detail::lazy_pending;
 
     // The register view of a sparse sketch (an allocation failure
     // terminates, as in add).
@@ -411,7 +404,7 @@ class HyperLogLog {
     HashMode mode_;
     std::uint8_t pg_regwidth_ = 0;  // mode postgres: 1..7; else 0
     bool hip_valid_ = true;
-    // Lazy parts (lazy_ready / lazy_pending / lazy_busy): the histogram and
+    // Lazy parts (core/detail/lazy.hpp): the histogram and
     // kxq after a merge or of a sparse sketch, the register view of a sparse sketch.
     mutable std::atomic<std::uint8_t> hist_state_{lazy_ready};
     mutable std::atomic<std::uint8_t> regs_state_{lazy_ready};

@@ -17,11 +17,11 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "../../core/detail/aligned_allocator.hpp"
+#include "../../core/detail/lazy.hpp"
 #include "../../core/hash.hpp"
 #include "../../core/serialize.hpp"
 #include "../../core/summary.hpp"
@@ -274,9 +274,8 @@ class UltraLogLog {
         if (regs_.empty()) regs_.assign(register_count(), 0);
     }
 
-    static constexpr std::uint8_t lazy_ready = 0;
-    static constexpr std::uint8_t lazy_pending = 1;
-    static constexpr std::uint8_t lazy_busy = 2;
+    static constexpr std::uint8_t lazy_ready = detail::lazy_ready;
+    static constexpr std::uint8_t lazy_pending = detail::lazy_pending;
 
     // The registers of a decoded sparse frame, built once; concurrent const
     // callers wait for the one that builds them. The list stays until a writer.

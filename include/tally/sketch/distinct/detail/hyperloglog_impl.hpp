@@ -857,24 +857,9 @@ inline std::size_t HyperLogLog::varint_size(std::size_t v) noexcept {
     return n;
 }
 
-template <class F>
-inline void HyperLogLog::run_lazy(std::atomic<std::uint8_t>& state, F make) noexcept {
-    for (;;) {
-        std::uint8_t s = state.load(std::memory_order_acquire);
-        if (s == lazy_ready) return;
-        if (s == lazy_pending &&
-            state.compare_exchange_weak(s, lazy_busy, std::memory_order_acquire, std::memory_order_relaxed)) {
-            make();
-            state.store(lazy_ready, std::memory_order_release);
-            return;
-        }
-        std::this_thread::yield();
-    }
-}
-
 inline void HyperLogLog::ensure_registers() const noexcept {
     if (TALLY_LIKELY(regs_state_.load(std::memory_order_acquire) == lazy_ready)) return;
-    run_lazy(regs_state_, [this] {
+    detail::run_lazy(regs_state_, [this] {
         sparse_view_.assign(register_count(), 0);
         for (const std::uint32_t e : decoded_list_) sparse_view_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
         for (const std::uint32_t e : sparse_) {
@@ -888,7 +873,7 @@ inline void HyperLogLog::ensure_registers() const noexcept {
 inline void HyperLogLog::ensure_histogram() const noexcept {
     if (TALLY_LIKELY(hist_state_.load(std::memory_order_acquire) == lazy_ready)) return;
     ensure_registers();
-    run_lazy(hist_state_, [this] { rebuild_from_registers(); });
+    detail::run_lazy(hist_state_, [this] { rebuild_from_registers(); });
 }
 
 inline void HyperLogLog::set_histogram(const std::uint32_t (&h)[64]) noexcept {

@@ -15,7 +15,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <type_traits>
 #include <vector>
 #include "../../../core/detail/aligned_allocator.hpp"
@@ -305,18 +304,10 @@ inline const std::uint8_t* UltraLogLog::zero_registers(int p) noexcept {
 
 inline void UltraLogLog::ensure_registers() const noexcept {
     if (TALLY_LIKELY(regs_state_.load(std::memory_order_acquire) == lazy_ready)) return;
-    for (;;) {
-        std::uint8_t s = regs_state_.load(std::memory_order_acquire);
-        if (s == lazy_ready) return;
-        if (s == lazy_pending &&
-            regs_state_.compare_exchange_weak(s, lazy_busy, std::memory_order_acquire, std::memory_order_relaxed)) {
-            regs_.assign(register_count(), 0);
-            for (const std::uint32_t e : sparse_) regs_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
-            regs_state_.store(lazy_ready, std::memory_order_release);
-            return;
-        }
-        std::this_thread::yield();
-    }
+    detail::run_lazy(regs_state_, [this] {
+        regs_.assign(register_count(), 0);
+        for (const std::uint32_t e : sparse_) regs_[e >> 8] = static_cast<std::uint8_t>(e & 0xff);
+    });
 }
 
 inline void UltraLogLog::histogram(std::uint32_t (&hist)[256]) const noexcept {
