@@ -5,6 +5,7 @@
 #endif
 
 #include <tally/sketch/distinct/hyperloglog.hpp>
+#include <tally/sketch/distinct/hyperloglog_options.hpp>
 #include <tally/window/windowed.hpp>
 
 #include <algorithm>
@@ -1107,4 +1108,14 @@ TEST_CASE("HyperLogLog::from_registers rebuilds a sketch from its registers, and
     CHECK_THROWS_WITH(tally::HyperLogLog::from_registers(10, bad, 1),
                       "tally::HyperLogLog::from_registers: register value 56 is out of range [0, 55]");
     CHECK_THROWS_AS(tally::HyperLogLog::from_registers(3, std::vector<std::uint8_t>(8, 0), 0), std::invalid_argument);
+}
+
+TEST_CASE("HyperLogLog's foreign-form options default to what their systems write", "[hyperloglog]") {
+    constexpr tally::PostgresHllOptions pg{};
+    STATIC_REQUIRE(pg.expthresh == -1);  // the extension's auto EXPLICIT cutoff
+    STATIC_REQUIRE(pg.sparse_on);
+    STATIC_REQUIRE(pg.max_sparse == -1);
+    STATIC_REQUIRE(static_cast<int>(tally::DataSketchesHll::hll_4) == 0);  // DataSketches' tgt_hll_type codes
+    STATIC_REQUIRE(static_cast<int>(tally::DataSketchesHll::hll_6) == 1);
+    STATIC_REQUIRE(static_cast<int>(tally::DataSketchesHll::hll_8) == 2);
 }

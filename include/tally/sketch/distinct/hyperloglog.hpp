@@ -27,6 +27,7 @@
 #include "../../core/hash.hpp"
 #include "../../core/serialize.hpp"
 #include "../../core/summary.hpp"
+#include "hyperloglog_options.hpp"
 #include "detail/hyperloglog_datasketches.hpp"
 #include "detail/hyperloglog_datasketches_estimators.hpp"
 #include "detail/hyperloglog_estimator.hpp"

@@ -31,17 +31,7 @@
 #include "../../../detail/throw.hpp"
 #include "datasketches_hash.hpp"
 #include "murmur3.hpp"
-
-TALLY_BEGIN_NAMESPACE
-
-/// The register array type of a DataSketches HllSketch image.
-enum class DataSketchesHll : std::uint8_t {
-    hll_4 = 0,  ///< 4-bit registers relative to the minimum, plus an exception table (Druid's default)
-    hll_6 = 1,  ///< 6-bit packed registers
-    hll_8 = 2,  ///< one byte per register (Spark's hll_sketch_agg)
-};
-
-TALLY_END_NAMESPACE
+#include "../hyperloglog_options.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {

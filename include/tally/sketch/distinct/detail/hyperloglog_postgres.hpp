@@ -48,24 +48,9 @@
 #include "../../../core/serialize.hpp"
 #include "../../../detail/throw.hpp"
 #include "murmur3.hpp"
+#include "../hyperloglog_options.hpp"
 
 TALLY_BEGIN_NAMESPACE
-
-/// The cutoffs a PostgreSQL `hll` value carries in its header, and the
-/// SPARSE-or-FULL choice when writing one. The defaults are the extension's
-/// (hll_add_agg(x) and a column of plain type hll). Values are unioned by the
-/// extension only when log2m, regwidth, expthresh and sparse_on all match.
-struct PostgresHllOptions {
-    /// EXPLICIT cutoff recorded in the header: -1 (auto), 0 (never
-    /// explicit), or a power of two up to 8192. tally writes no EXPLICIT
-    /// values (it keeps registers, not hashes); the server promotes from it.
-    std::int64_t expthresh = -1;
-    /// Whether SPARSE values are allowed (the extension's sparseon).
-    bool sparse_on = true;
-    /// The extension's hll_set_max_sparse: -1 writes SPARSE when it is
-    /// smaller than FULL; n >= 0 writes SPARSE when at most n registers are set.
-    std::int64_t max_sparse = -1;
-};
 
 namespace detail {
 
