@@ -520,6 +520,7 @@ inline HyperLogLog HyperLogLog::from_registers(int precision, std::span<const st
     out.allocate();
     std::memcpy(out.registers_.data(), registers.data(), m);
     out.rebuild_from_registers();
+    out.hip_valid_ = false;  // registers alone carry no HIP state: Ertl's estimator
     return out;
 }
 
