@@ -103,8 +103,7 @@ inline double hll_sparse_estimate(std::size_t k, std::uint8_t mode) noexcept {
 /// The most entries a sparse sketch of precision p holds: m / 4 (4 bytes each,
 /// so never more than the 2^p-byte register array), and at least 8, the size
 /// of a DataSketches LIST (at p = 4 that is 16 bytes over the 16 registers);
-/// at most 2^16 (m / 4 at p = 18), as a sparse add is a sorted insert, O(k),
-/// which p 19-21 (mode datasketches) would make quadratic.
+/// at most 2^16 (m / 4 at p = 18, the largest p outside mode datasketches).
 constexpr std::size_t hll_sparse_limit(int p) noexcept {
     const std::size_t quarter = (std::size_t{1} << p) / 4;
     return quarter < 8 ? 8 : quarter > (std::size_t{1} << 16) ? std::size_t{1} << 16 : quarter;
@@ -116,24 +115,21 @@ constexpr std::size_t hll_sparse_limit(int p) noexcept {
 /// mode. Its LIST of 8 coupons goes to HLL mode below lg_k 8; from lg_k 8 its
 /// SET goes once it holds more than 3/4 of 2^(lg_k - 3) coupons: the sparse
 /// sketch holds one entry more than the largest SET, as the HllSketch does
-/// the moment it promotes. Capped at 2^16 as above (lg_k 20, 21).
+/// the moment it promotes. Not capped at 2^16: at lg_k 20 and 21 (mode
+/// datasketches only) that is 98,305 and 196,609 entries, 4 bytes each,
+/// under 2/5 of the 2^lg_k registers; the sorted inserts that fill them cost
+/// about 0.25 s and 1 s once per sketch.
 constexpr std::size_t hll_sparse_limit(int p, std::uint8_t mode) noexcept {
     if ((mode & 15) != 2) return hll_sparse_limit(p);
     if (p < 8) return 8;
-    const std::size_t set = 3 * (std::size_t{1} << (p - 5)) + 1;
-    return set > (std::size_t{1} << 16) ? std::size_t{1} << 16 : set;
+    return 3 * (std::size_t{1} << (p - 5)) + 1;
 }
 
 /// The most entries a decoded sparse sketch (a DataSketches image or a tally
-/// frame) may hold: adds fill at most hll_sparse_limit(p, mode), but a
-/// DataSketches SET at lg_k 20 or 21 holds up to 3 * 2^(lg_k - 5) coupons;
-/// such a sketch stays sparse, answering as DataSketches does, until its next
-/// insert turns it dense.
+/// frame) may hold: what adds fill, hll_sparse_limit(p, mode) (a DataSketches
+/// SET holds at most one entry fewer).
 constexpr std::size_t hll_sparse_decoded_limit(int p, std::uint8_t mode) noexcept {
-    const std::size_t limit = hll_sparse_limit(p, mode);
-    if ((mode & 15) != 2 || p < 8) return limit;
-    const std::size_t set = 3 * (std::size_t{1} << (p - 5));
-    return set > limit ? set : limit;
+    return hll_sparse_limit(p, mode);
 }
 
 }  // namespace detail
