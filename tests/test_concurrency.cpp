@@ -255,7 +255,7 @@ TEST_CASE("Aimd, Vegas, Gradient2: the same limit as Netflix after every sample 
 TEST_CASE("the sizes the docs state", "[concurrency]") {
     STATIC_REQUIRE(sizeof(tally::Aimd) == 40);
     STATIC_REQUIRE(sizeof(tally::Vegas) == 112);
-    STATIC_REQUIRE(sizeof(tally::Gradient2) == 80);
+    STATIC_REQUIRE(sizeof(tally::Gradient2) == 96);
     STATIC_REQUIRE(sizeof(tally::ConcurrencyLimiter<tally::Gradient2>) <= 3072);
 }
 

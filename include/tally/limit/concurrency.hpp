@@ -211,15 +211,35 @@ class Vegas {
         return probe_jitter_ * o_.probe_multiplier * estimated_ <= static_cast<double>(probe_count_);
     }
 
+    // Java computes it first; nothing else reads it, so only the rules do.
+    [[nodiscard]] int queue_size(std::int64_t rtt, double est) const noexcept {
+        return detail::java_d2i(std::ceil(est * (1 - static_cast<double>(rtt_noload_) / static_cast<double>(rtt))));
+    }
+    [[nodiscard]] bool default_rules() const noexcept {
+        return o_.alpha == default_alpha && o_.beta == default_beta && o_.threshold == default_threshold &&
+               o_.increase == default_increase && o_.decrease == default_decrease;
+    }
+
     int update(std::int64_t rtt, int inflight, bool dropped) noexcept {
         const double est = estimated_;
-        const int queue =
-            detail::java_d2i(std::ceil(est * (1 - static_cast<double>(rtt_noload_) / static_cast<double>(rtt))));
         double target;
         if (dropped) {
             target = o_.decrease(est);
         } else if (static_cast<double>(detail::java_imul(inflight, 2)) < est) {
             return detail::java_d2i(est);
+        } else if (const int queue = queue_size(rtt, est); default_rules()) {
+            // Netflix's five default rules share one log10 of (int) L: the
+            // same values as the calls below, without five indirect calls.
+            const int k = detail::log10_root_int(detail::java_d2i(est));
+            if (queue <= k) {
+                target = est + 6 * k;
+            } else if (queue < 3 * k) {
+                target = est + k;
+            } else if (queue > 6 * k) {
+                target = est - k;
+            } else {
+                return detail::java_d2i(est);
+            }
         } else {
             const int l = detail::java_d2i(est);
             const int alpha = o_.alpha(l);
@@ -269,7 +289,7 @@ struct Gradient2Options {
 /// max(0.5, min(1, rtt_tolerance * long / rtt)), target = L * gradient +
 /// queue_size, L = (1 - smoothing) L + smoothing target, clamped to
 /// [min_limit, max_concurrency]; the limit is (int) L. Identical to
-/// Gradient2Limit.onSample + getLimit() on every sample sequence. Memory: 80
+/// Gradient2Limit.onSample + getLimit() on every sample sequence. Memory: 96
 /// bytes. Thread safety: none (a value type).
 ///
 ///   tally::Gradient2 g({.max_concurrency = 1000});
@@ -278,7 +298,12 @@ class Gradient2 {
   public:
     using Options = Gradient2Options;
 
-    explicit Gradient2(Options o = {}) : o_(check(o)), estimated_(o.initial_limit), limit_(o.initial_limit) {}
+    explicit Gradient2(Options o = {})
+        : o_(check(o)),
+          factor_(2.0 / detail::java_iadd(o.long_window, 1)),
+          keep_(1 - factor_),
+          estimated_(o.initial_limit),
+          limit_(o.initial_limit) {}
 
     int on_sample(std::uint64_t /*start_ns*/, std::uint64_t rtt_ns, int inflight, bool /*dropped*/) noexcept {
         const double est = estimated_;
@@ -332,13 +357,16 @@ class Gradient2 {
             long_sum_ += sample;
             long_value_ = long_sum_ / long_count_;
         } else {
-            const double factor = 2.0 / detail::java_iadd(o_.long_window, 1);
-            long_value_ = detail::rounded(long_value_ * (1 - factor)) + detail::rounded(sample * factor);
+            long_value_ = detail::rounded(long_value_ * keep_) + detail::rounded(sample * factor_);
         }
         return long_value_;
     }
 
     Options o_;
+    // ExpAvgMeasurement's factor, 2 / (long_window + 1), and 1 - factor:
+    // the values Java computes on every sample, computed once.
+    double factor_;
+    double keep_;
     double estimated_;
     double long_value_ = 0;
     double long_sum_ = 0;
