@@ -270,6 +270,13 @@ TEST_CASE("Netflix's integer log10 and Java's casts", "[concurrency]") {
     CHECK(log10_root_int(999'999'999) == 8);
     CHECK(log10_root_int(1'000'000'000) == 9);
     CHECK(log10_root_int(2'147'483'647) == 9);
+    int power = 100;
+    for (int k = 2; k <= 9; ++k) {  // both sides of every power of ten
+        INFO("10^" << k);
+        CHECK(log10_root_int(power - 1) == k - 1);
+        CHECK(log10_root_int(power) == k);
+        if (k < 9) power *= 10;
+    }
     using tally::detail::java_d2i;
     CHECK(java_d2i(std::nan("")) == 0);
     CHECK(java_d2i(1e300) == 2147483647);
