@@ -422,6 +422,7 @@ class ConcurrencyPermit {
         : owner_(std::exchange(o.owner_, nullptr)),
           start_ns_(o.start_ns_),
           inflight_(o.inflight_),
+          limit_(o.limit_),
           partition_(o.partition_) {}
     ConcurrencyPermit& operator=(ConcurrencyPermit&& o) noexcept {
         if (this != &o) {
@@ -429,6 +430,7 @@ class ConcurrencyPermit {
             owner_ = std::exchange(o.owner_, nullptr);
             start_ns_ = o.start_ns_;
             inflight_ = o.inflight_;
+            limit_ = o.limit_;
             partition_ = o.partition_;
         }
         return *this;
@@ -448,11 +450,16 @@ class ConcurrencyPermit {
     /// When it was granted, and the permits in flight counting it then.
     [[nodiscard]] std::uint64_t start_ns() const noexcept { return start_ns_; }
     [[nodiscard]] int inflight_at_start() const noexcept { return inflight_; }
+    /// The limit in force when it was granted, the one its admission was
+    /// checked against: inflight_at_start() <= limit_at_start(), except for
+    /// a PartitionedConcurrencyLimiter permit granted on its partition's
+    /// guaranteed share.
+    [[nodiscard]] int limit_at_start() const noexcept { return limit_; }
 
   private:
     friend Owner;
-    ConcurrencyPermit(Owner* o, std::uint64_t start_ns, int inflight, std::size_t partition) noexcept
-        : owner_(o), start_ns_(start_ns), inflight_(inflight), partition_(partition) {}
+    ConcurrencyPermit(Owner* o, std::uint64_t start_ns, detail::ConcurrencyGrant g, std::size_t partition) noexcept
+        : owner_(o), start_ns_(start_ns), inflight_(g.inflight), limit_(g.limit), partition_(partition) {}
 
     void finish(std::uint64_t now_ns, bool drop) noexcept {
         if (Owner* o = std::exchange(owner_, nullptr)) {
@@ -465,6 +472,7 @@ class ConcurrencyPermit {
     Owner* owner_ = nullptr;
     std::uint64_t start_ns_ = 0;
     int inflight_ = 0;
+    int limit_ = 0;
     std::size_t partition_ = 0;
 };
 
@@ -500,14 +508,14 @@ class ConcurrencyLimiter {
 
     /// A permit if fewer than limit() are in flight, else an empty one.
     [[nodiscard]] Permit try_acquire(std::uint64_t now_ns) noexcept {
-        const int n = core_.try_acquire();
-        return n ? Permit(this, now_ns, n, 0) : Permit();
+        const detail::ConcurrencyGrant g = core_.try_acquire();
+        return g.inflight ? Permit(this, now_ns, g, 0) : Permit();
     }
     /// Waits for a permit until deadline_ns (SteadyClock time); empty if the
     /// deadline passed first. The permit's start is when it was granted.
     [[nodiscard]] Permit acquire_until(std::uint64_t deadline_ns) {
-        const int n = core_.acquire_until(deadline_ns);
-        return n ? Permit(this, SteadyClock::now_ns(), n, 0) : Permit();
+        const detail::ConcurrencyGrant g = core_.acquire_until(deadline_ns);
+        return g.inflight ? Permit(this, SteadyClock::now_ns(), g, 0) : Permit();
     }
     [[nodiscard]] Permit acquire_for(std::uint64_t timeout_ns) {
         const std::uint64_t now = SteadyClock::now_ns();
@@ -558,15 +566,16 @@ class PartitionedConcurrencyLimiter {
     [[nodiscard]] Permit try_acquire(std::size_t partition, std::uint64_t now_ns) noexcept {
         if (partition >= parts_.size()) return Permit();
         Part& p = parts_[partition];
-        if (const int n = core_.try_acquire()) {
+        if (const detail::ConcurrencyGrant g = core_.try_acquire(); g.inflight) {
             p.busy.fetch_add(1, std::memory_order_relaxed);
-            return Permit(this, now_ns, n, partition);
+            return Permit(this, now_ns, g, partition);
         }
         const int share = share_limit(partition);
         int b = p.busy.load(std::memory_order_relaxed);
         while (b < share) {
             if (p.busy.compare_exchange_weak(b, b + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
-                if (const int n = core_.add_unchecked()) return Permit(this, now_ns, n, partition);
+                if (const detail::ConcurrencyGrant g = core_.add_unchecked(); g.inflight)
+                    return Permit(this, now_ns, g, partition);
                 p.busy.fetch_sub(1, std::memory_order_relaxed);
                 return Permit();
             }
