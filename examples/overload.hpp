@@ -1,5 +1,5 @@
 // examples/overload.hpp: the discrete-event overload simulation behind
-// examples/overload.cpp (and tests/test_overload.cpp, at reduced size).
+// examples/overload.cpp (and tests/test_overload.cpp).
 //
 // The server is processor-sharing: with n requests in service and capacity
 // C, each progresses at rate min(1, C / n), so past C every request slows
