@@ -1,7 +1,9 @@
 // ConcurrencyLimiter: try_acquire + success uncontended, for each algorithm,
-// against a std::mutex + counter limiter folding the same Gradient2 (the
-// same-run baseline); each algorithm's on_sample alone; and one limiter
-// shared by 2 threads, against the mutex baseline shared the same way.
+// against a std::mutex + counter limiter doing the same job with the same
+// algorithm (acquire: lock, check inflight < limit, ++; success: lock, --,
+// fold the sample; BM_mutex_baseline is Gradient2's, the headline pair);
+// each algorithm's on_sample alone; and one limiter shared by 2 threads,
+// against the mutex baseline shared the same way.
 //
 // RTTs come from a fixed table (1 us .. 10 ms), so on_sample sees varied
 // samples rather than a constant the branch predictor learns.
@@ -68,8 +70,9 @@ void BM_acquire_success(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
+template <class Algorithm>
 void BM_mutex_baseline(benchmark::State& state) {
-    MutexLimiter<tally::Gradient2> lim;
+    MutexLimiter<Algorithm> lim;
     const auto& r = rtts();
     std::uint64_t now = 1'000'000'000;
     std::size_t i = 0;
@@ -138,7 +141,10 @@ BENCHMARK_TEMPLATE(BM_acquire_success, tally::Gradient2)->Name("BM_limiter_gradi
 BENCHMARK_TEMPLATE(BM_acquire_success, tally::Vegas)->Name("BM_limiter_vegas")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_acquire_success, tally::Aimd)->Name("BM_limiter_aimd")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_acquire_success, tally::FixedConcurrency)->Name("BM_limiter_fixed")->MinTime(kMinTime);
-BENCHMARK(BM_mutex_baseline)->MinTime(kMinTime);
+BENCHMARK_TEMPLATE(BM_mutex_baseline, tally::Gradient2)->Name("BM_mutex_baseline")->MinTime(kMinTime);
+BENCHMARK_TEMPLATE(BM_mutex_baseline, tally::Vegas)->Name("BM_mutex_baseline_vegas")->MinTime(kMinTime);
+BENCHMARK_TEMPLATE(BM_mutex_baseline, tally::Aimd)->Name("BM_mutex_baseline_aimd")->MinTime(kMinTime);
+BENCHMARK_TEMPLATE(BM_mutex_baseline, tally::FixedConcurrency)->Name("BM_mutex_baseline_fixed")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_on_sample, tally::Aimd)->Name("BM_on_sample_aimd")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_on_sample, tally::Gradient2)->Name("BM_on_sample_gradient2")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_on_sample, tally::Vegas)->Name("BM_on_sample_vegas")->MinTime(kMinTime);

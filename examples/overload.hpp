@@ -1,5 +1,5 @@
 // examples/overload.hpp: the discrete-event overload simulation behind
-// examples/overload.cpp (and tests/test_overload.cpp, at reduced size).
+// examples/overload.cpp (and tests/test_overload.cpp).
 //
 // The server is processor-sharing: with n requests in service and capacity
 // C, each progresses at rate min(1, C / n), so past C every request slows
@@ -164,7 +164,45 @@ inline Result simulate(const std::string& name, const Config& c, Gate gate) {
     return r;
 }
 
-// The five contenders of the table.
+// What each limiter is given. The adaptive ones are told the one thing an
+// operator knows about a server, the concurrency it serves at full speed, as
+// their ceiling (max_limit / max_concurrency = capacity); everything else is
+// Netflix's default except:
+// - Aimd: timeout_ns = 2x the no-load latency (its only signal is a timeout);
+// - Gradient2: rtt_tolerance 1 and a long window of 5 s of healthy traffic.
+//   Gradient2 settles where rtt = rtt_tolerance * long_rtt / (1 - queue_size
+//   / limit): at 1.5 that is 1.7x the no-load latency at a limit of 37,
+//   too close to the 2x goodput deadline; and its long-term average takes a
+//   latency that lasts about long_window / 2 samples as its new normal (600
+//   samples is 60 ms of this server), so the window must outlast the
+//   slowdowns it is meant to resist.
+struct Contenders {
+    tally::FixedConcurrencyOptions fixed;
+    tally::AimdOptions aimd;
+    tally::VegasOptions vegas;
+    tally::Gradient2Options gradient2;
+};
+
+inline Contenders contenders(const Config& c) {
+    const int capacity = static_cast<int>(c.capacity);
+    const double healthy_per_s = c.capacity / (static_cast<double>(c.work_ns) / 1e9);
+    Contenders k;
+    k.fixed.limit = capacity;
+    k.aimd.max_limit = capacity;
+    k.aimd.min_limit = std::min(k.aimd.min_limit, capacity);
+    k.aimd.timeout_ns = 2 * c.work_ns;
+    k.vegas.max_concurrency = capacity;
+    k.vegas.probe_seed = c.seed;
+    k.gradient2.max_concurrency = capacity;
+    k.gradient2.min_limit = std::min(k.gradient2.min_limit, capacity);
+    k.gradient2.rtt_tolerance = 1.0;
+    k.gradient2.long_window = static_cast<int>(std::min(5 * healthy_per_s, 1e9));
+    return k;
+}
+
+// The rows of the table: no limit, the fixed limit, the three adaptive
+// limiters with contenders(c), then Vegas and Gradient2 with Netflix's
+// defaults (for comparison).
 inline std::vector<Result> run_all(const Config& c) {
     std::vector<Result> out;
     {
@@ -179,11 +217,13 @@ inline std::vector<Result> run_all(const Config& c) {
         std::vector<std::size_t> free_slots;
         out.push_back(simulate(name, c, gate_for(lim, permits, free_slots)));
     };
-    with("fixed " + std::to_string(static_cast<int>(c.capacity)),
-         tally::FixedConcurrency({.limit = static_cast<int>(c.capacity)}));
-    with("Aimd", tally::Aimd({.timeout_ns = 2 * c.work_ns}));
-    with("Vegas", tally::Vegas({.probe_seed = c.seed}));
-    with("Gradient2", tally::Gradient2());
+    const Contenders k = contenders(c);
+    with("fixed " + std::to_string(k.fixed.limit), tally::FixedConcurrency(k.fixed));
+    with("Aimd", tally::Aimd(k.aimd));
+    with("Vegas", tally::Vegas(k.vegas));
+    with("Gradient2", tally::Gradient2(k.gradient2));
+    with("Vegas, defaults", tally::Vegas({.probe_seed = c.seed}));
+    with("Gradient2, defaults", tally::Gradient2());
     return out;
 }
 

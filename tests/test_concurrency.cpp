@@ -255,8 +255,9 @@ TEST_CASE("Aimd, Vegas, Gradient2: the same limit as Netflix after every sample 
 TEST_CASE("the sizes the docs state", "[concurrency]") {
     STATIC_REQUIRE(sizeof(tally::Aimd) == 40);
     STATIC_REQUIRE(sizeof(tally::Vegas) == 112);
-    STATIC_REQUIRE(sizeof(tally::Gradient2) == 80);
+    STATIC_REQUIRE(sizeof(tally::Gradient2) == 96);
     STATIC_REQUIRE(sizeof(tally::ConcurrencyLimiter<tally::Gradient2>) <= 3072);
+    STATIC_REQUIRE(sizeof(tally::ConcurrencyLimiter<tally::Gradient2>::Permit) == 32);
 }
 
 TEST_CASE("Netflix's integer log10 and Java's casts", "[concurrency]") {
@@ -270,6 +271,13 @@ TEST_CASE("Netflix's integer log10 and Java's casts", "[concurrency]") {
     CHECK(log10_root_int(999'999'999) == 8);
     CHECK(log10_root_int(1'000'000'000) == 9);
     CHECK(log10_root_int(2'147'483'647) == 9);
+    int power = 100;
+    for (int k = 2; k <= 9; ++k) {  // both sides of every power of ten
+        INFO("10^" << k);
+        CHECK(log10_root_int(power - 1) == k - 1);
+        CHECK(log10_root_int(power) == k);
+        if (k < 9) power *= 10;
+    }
     using tally::detail::java_d2i;
     CHECK(java_d2i(std::nan("")) == 0);
     CHECK(java_d2i(1e300) == 2147483647);
@@ -409,6 +417,7 @@ TEST_CASE("ConcurrencyLimiter: permits, verdicts, release on destruction", "[con
         REQUIRE(b);
         REQUIRE(c);
         CHECK(c.inflight_at_start() == 3);
+        CHECK(c.limit_at_start() == 3);
         CHECK(c.start_ns() == 3);
         CHECK(lim.inflight() == 3);
         auto d = lim.try_acquire(4);
@@ -474,12 +483,16 @@ TEST_CASE("ConcurrencyLimiter: a lowered limit admits nobody until enough permit
     held.back().dropped(1);  // limit 10 -> 5, 9 in flight
     held.pop_back();
     CHECK(lim.limit() == 5);
+    CHECK(held.front().limit_at_start() == 10);
     CHECK(!lim.try_acquire(1));
     while (held.size() > 4) {
         held.back().ignore();
         held.pop_back();
     }
-    CHECK(lim.try_acquire(2));
+    const auto p = lim.try_acquire(2);
+    REQUIRE(p);
+    CHECK(p.inflight_at_start() == 5);
+    CHECK(p.limit_at_start() == 5);
 }
 
 TEST_CASE("PartitionedConcurrencyLimiter: each partition keeps its share, borrowing only within the limit",

@@ -1,13 +1,18 @@
 // ConcurrencyLimiter under contention (run under TSan in CI): 2 and 8
-// threads share one limiter whose algorithm moves the limit on every sample.
-// A shadow count, raised after a grant and lowered before the release, must
-// never exceed the largest limit the algorithm can set, nor the in-flight
-// count at a grant the limit in force; every success and drop reaches the
-// algorithm (none lost, however the folds interleave), and every permit comes
-// back at the end.
+// threads share one limiter whose algorithm moves the limit as samples
+// arrive. Every permit's in-flight count at its grant must not exceed the
+// limit in force then (the limit its admission was checked against,
+// limit_at_start()), and that limit must be the one in force: with a limit
+// that only falls, no lower than what limit() read after the grant and no
+// higher than what it read before the acquire. A shadow count, raised after
+// a grant and lowered before the release, never exceeds the largest limit
+// the algorithm can set; every success and drop reaches the algorithm (none
+// lost, however the folds interleave), and every permit comes back.
 #include <tally/limit/concurrency.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -17,7 +22,8 @@
 
 namespace {
 
-// The limit cycles 1..max as samples arrive, so grants race with changes.
+// The limit cycles 1..max as samples arrive, so grants race with changes
+// both ways.
 struct Cycling {
     struct Options {};
     Cycling() = default;
@@ -35,11 +41,40 @@ struct Cycling {
     [[nodiscard]] int limit() const noexcept { return limit_; }
 };
 
+// The limit falls by one every `step` samples, from max to 1.
+struct Falling {
+    struct Options {};
+    Falling() = default;
+    explicit Falling(Options) {}
+    static constexpr int max = 48;
+    static constexpr std::uint64_t step = 16;
+    std::uint64_t samples = 0;
+    int limit_ = max;
+    int on_sample(std::uint64_t, std::uint64_t, int, bool) noexcept {
+        ++samples;
+        limit_ = std::max(1, max - static_cast<int>(samples / step));
+        return limit_;
+    }
+    [[nodiscard]] int limit() const noexcept { return limit_; }
+};
+
+// Lowest and highest values seen by several threads.
+struct Range {
+    std::atomic<int> lo{1 << 30}, hi{-(1 << 30)};
+    void add(int v) {
+        for (int m = lo.load(); v < m && !lo.compare_exchange_weak(m, v);) {
+        }
+        for (int m = hi.load(); v > m && !hi.compare_exchange_weak(m, v);) {
+        }
+    }
+};
+
 void run_limiter(int threads) {
     tally::ConcurrencyLimiter<Cycling> lim;
     std::atomic<int> live{0}, max_live{0};
     std::atomic<std::uint64_t> verdicts{0}, granted{0};
-    std::atomic<bool> bad_start{false};
+    std::atomic<bool> bad_start{false}, over_limit{false};
+    std::atomic<unsigned> limits_seen{0};  // bit l: some permit was granted under limit l
     const int iters = static_cast<int>(tally::test::big(200'000, 20'000));
     std::vector<std::thread> ts;
     for (int t = 0; t < threads; ++t) {
@@ -49,7 +84,10 @@ void run_limiter(int threads) {
                 auto p = lim.try_acquire(static_cast<std::uint64_t>(i));
                 if (!p) continue;
                 granted.fetch_add(1, std::memory_order_relaxed);
-                if (p.inflight_at_start() > Cycling::max || p.inflight_at_start() < 1) bad_start = true;
+                const int at = p.inflight_at_start(), limit = p.limit_at_start();
+                if (at < 1 || limit < 1 || limit > Cycling::max) bad_start = true;
+                if (at > limit) over_limit = true;
+                if (limit >= 1 && limit <= Cycling::max) limits_seen.fetch_or(1u << limit, std::memory_order_relaxed);
                 const int now = live.fetch_add(1) + 1;
                 for (int m = max_live.load(); now > m && !max_live.compare_exchange_weak(m, now);) {
                 }
@@ -75,12 +113,74 @@ void run_limiter(int threads) {
     }
     for (auto& t : ts) t.join();
     CHECK(!bad_start);
+    CHECK(!over_limit);
+    // The limit moved under the grants: permits were granted under several
+    // of the limits 1..16.
+    CHECK(std::popcount(limits_seen.load()) >= Cycling::max / 4);
     CHECK(max_live.load() <= Cycling::max);
     CHECK(granted.load() > 0);
     CHECK(lim.inflight() == 0);
     const Cycling alg = lim.algorithm();
     CHECK(alg.samples == verdicts.load());
     CHECK(lim.limit() == alg.limit());
+}
+
+void run_falling(int threads) {
+    tally::ConcurrencyLimiter<Falling> lim;
+    std::atomic<bool> over_limit{false}, stale{false}, bad{false};
+    std::atomic<std::uint64_t> verdicts{0};
+    Range limits;
+    const int iters = static_cast<int>(tally::test::big(100'000, 10'000));
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+        ts.emplace_back([&, t] {
+            tally::test::Rng rng(static_cast<std::uint64_t>(t) + 11);
+            std::vector<tally::ConcurrencyLimiter<Falling>::Permit> held;
+            for (int i = 0; i < iters; ++i) {
+                // The limit in force before the acquire and after the grant
+                // bracket the one the grant used: limits only fall.
+                const int before = lim.limit();
+                auto p = lim.try_acquire(static_cast<std::uint64_t>(i));
+                const int after = lim.limit();
+                if (p) {
+                    const int at = p.inflight_at_start(), limit = p.limit_at_start();
+                    if (at < 1 || limit < 1 || limit > Falling::max) bad = true;
+                    if (at > limit) over_limit = true;
+                    if (limit > before || limit < after) stale = true;
+                    limits.add(limit);
+                    held.push_back(std::move(p));
+                }
+                // Hold up to 3 permits, so that grants meet a count near the
+                // limit; release them in a random order with mixed verdicts.
+                while (!held.empty() && (held.size() > 3 || rng.next() % 2 == 0)) {
+                    const std::size_t k = static_cast<std::size_t>(rng.next() % held.size());
+                    std::swap(held[k], held.back());
+                    if (rng.next() % 4 == 0) {
+                        held.back().ignore();
+                    } else {
+                        held.back().success(static_cast<std::uint64_t>(i) + 2);
+                        verdicts.fetch_add(1, std::memory_order_relaxed);
+                    }
+                    held.pop_back();
+                }
+            }
+            for (auto& p : held) {
+                p.success(static_cast<std::uint64_t>(iters) + 2);
+                verdicts.fetch_add(1, std::memory_order_relaxed);
+            }
+        });
+    }
+    for (auto& t : ts) t.join();
+    CHECK(!bad);
+    CHECK(!over_limit);
+    CHECK(!stale);
+    // The limit fell through the run: from the top to the bottom.
+    CHECK(limits.hi.load() == Falling::max);
+    CHECK(limits.lo.load() == 1);
+    CHECK(lim.inflight() == 0);
+    const Falling alg = lim.algorithm();
+    CHECK(alg.samples == verdicts.load());
+    CHECK(lim.limit() == 1);
 }
 
 }  // namespace
@@ -91,6 +191,16 @@ TEST_CASE("ConcurrencyLimiter under 2 and 8 threads never admits more than the l
     }
     SECTION("8 threads") {
         run_limiter(8);
+    }
+}
+
+TEST_CASE("ConcurrencyLimiter under 2 and 8 threads: each grant is checked against the limit in force",
+          "[concurrency][threads]") {
+    SECTION("2 threads") {
+        run_falling(2);
+    }
+    SECTION("8 threads") {
+        run_falling(8);
     }
 }
 

@@ -211,15 +211,35 @@ class Vegas {
         return probe_jitter_ * o_.probe_multiplier * estimated_ <= static_cast<double>(probe_count_);
     }
 
+    // Java computes it first; nothing else reads it, so only the rules do.
+    [[nodiscard]] int queue_size(std::int64_t rtt, double est) const noexcept {
+        return detail::java_d2i(std::ceil(est * (1 - static_cast<double>(rtt_noload_) / static_cast<double>(rtt))));
+    }
+    [[nodiscard]] bool default_rules() const noexcept {
+        return o_.alpha == default_alpha && o_.beta == default_beta && o_.threshold == default_threshold &&
+               o_.increase == default_increase && o_.decrease == default_decrease;
+    }
+
     int update(std::int64_t rtt, int inflight, bool dropped) noexcept {
         const double est = estimated_;
-        const int queue =
-            detail::java_d2i(std::ceil(est * (1 - static_cast<double>(rtt_noload_) / static_cast<double>(rtt))));
         double target;
         if (dropped) {
             target = o_.decrease(est);
         } else if (static_cast<double>(detail::java_imul(inflight, 2)) < est) {
             return detail::java_d2i(est);
+        } else if (const int queue = queue_size(rtt, est); default_rules()) {
+            // Netflix's five default rules share one log10 of (int) L: the
+            // same values as the calls below, without five indirect calls.
+            const int k = detail::log10_root_int(detail::java_d2i(est));
+            if (queue <= k) {
+                target = est + 6 * k;
+            } else if (queue < 3 * k) {
+                target = est + k;
+            } else if (queue > 6 * k) {
+                target = est - k;
+            } else {
+                return detail::java_d2i(est);
+            }
         } else {
             const int l = detail::java_d2i(est);
             const int alpha = o_.alpha(l);
@@ -269,7 +289,7 @@ struct Gradient2Options {
 /// max(0.5, min(1, rtt_tolerance * long / rtt)), target = L * gradient +
 /// queue_size, L = (1 - smoothing) L + smoothing target, clamped to
 /// [min_limit, max_concurrency]; the limit is (int) L. Identical to
-/// Gradient2Limit.onSample + getLimit() on every sample sequence. Memory: 80
+/// Gradient2Limit.onSample + getLimit() on every sample sequence. Memory: 96
 /// bytes. Thread safety: none (a value type).
 ///
 ///   tally::Gradient2 g({.max_concurrency = 1000});
@@ -278,7 +298,12 @@ class Gradient2 {
   public:
     using Options = Gradient2Options;
 
-    explicit Gradient2(Options o = {}) : o_(check(o)), estimated_(o.initial_limit), limit_(o.initial_limit) {}
+    explicit Gradient2(Options o = {})
+        : o_(check(o)),
+          factor_(2.0 / detail::java_iadd(o.long_window, 1)),
+          keep_(1 - factor_),
+          estimated_(o.initial_limit),
+          limit_(o.initial_limit) {}
 
     int on_sample(std::uint64_t /*start_ns*/, std::uint64_t rtt_ns, int inflight, bool /*dropped*/) noexcept {
         const double est = estimated_;
@@ -332,13 +357,16 @@ class Gradient2 {
             long_sum_ += sample;
             long_value_ = long_sum_ / long_count_;
         } else {
-            const double factor = 2.0 / detail::java_iadd(o_.long_window, 1);
-            long_value_ = detail::rounded(long_value_ * (1 - factor)) + detail::rounded(sample * factor);
+            long_value_ = detail::rounded(long_value_ * keep_) + detail::rounded(sample * factor_);
         }
         return long_value_;
     }
 
     Options o_;
+    // ExpAvgMeasurement's factor, 2 / (long_window + 1), and 1 - factor:
+    // the values Java computes on every sample, computed once.
+    double factor_;
+    double keep_;
     double estimated_;
     double long_value_ = 0;
     double long_sum_ = 0;
@@ -394,6 +422,7 @@ class ConcurrencyPermit {
         : owner_(std::exchange(o.owner_, nullptr)),
           start_ns_(o.start_ns_),
           inflight_(o.inflight_),
+          limit_(o.limit_),
           partition_(o.partition_) {}
     ConcurrencyPermit& operator=(ConcurrencyPermit&& o) noexcept {
         if (this != &o) {
@@ -401,6 +430,7 @@ class ConcurrencyPermit {
             owner_ = std::exchange(o.owner_, nullptr);
             start_ns_ = o.start_ns_;
             inflight_ = o.inflight_;
+            limit_ = o.limit_;
             partition_ = o.partition_;
         }
         return *this;
@@ -420,11 +450,16 @@ class ConcurrencyPermit {
     /// When it was granted, and the permits in flight counting it then.
     [[nodiscard]] std::uint64_t start_ns() const noexcept { return start_ns_; }
     [[nodiscard]] int inflight_at_start() const noexcept { return inflight_; }
+    /// The limit in force when it was granted, the one its admission was
+    /// checked against: inflight_at_start() <= limit_at_start(), except for
+    /// a PartitionedConcurrencyLimiter permit granted on its partition's
+    /// guaranteed share.
+    [[nodiscard]] int limit_at_start() const noexcept { return limit_; }
 
   private:
     friend Owner;
-    ConcurrencyPermit(Owner* o, std::uint64_t start_ns, int inflight, std::size_t partition) noexcept
-        : owner_(o), start_ns_(start_ns), inflight_(inflight), partition_(partition) {}
+    ConcurrencyPermit(Owner* o, std::uint64_t start_ns, detail::ConcurrencyGrant g, std::size_t partition) noexcept
+        : owner_(o), start_ns_(start_ns), inflight_(g.inflight), limit_(g.limit), partition_(partition) {}
 
     void finish(std::uint64_t now_ns, bool drop) noexcept {
         if (Owner* o = std::exchange(owner_, nullptr)) {
@@ -437,6 +472,7 @@ class ConcurrencyPermit {
     Owner* owner_ = nullptr;
     std::uint64_t start_ns_ = 0;
     int inflight_ = 0;
+    int limit_ = 0;
     std::size_t partition_ = 0;
 };
 
@@ -472,14 +508,14 @@ class ConcurrencyLimiter {
 
     /// A permit if fewer than limit() are in flight, else an empty one.
     [[nodiscard]] Permit try_acquire(std::uint64_t now_ns) noexcept {
-        const int n = core_.try_acquire();
-        return n ? Permit(this, now_ns, n, 0) : Permit();
+        const detail::ConcurrencyGrant g = core_.try_acquire();
+        return g.inflight ? Permit(this, now_ns, g, 0) : Permit();
     }
     /// Waits for a permit until deadline_ns (SteadyClock time); empty if the
     /// deadline passed first. The permit's start is when it was granted.
     [[nodiscard]] Permit acquire_until(std::uint64_t deadline_ns) {
-        const int n = core_.acquire_until(deadline_ns);
-        return n ? Permit(this, SteadyClock::now_ns(), n, 0) : Permit();
+        const detail::ConcurrencyGrant g = core_.acquire_until(deadline_ns);
+        return g.inflight ? Permit(this, SteadyClock::now_ns(), g, 0) : Permit();
     }
     [[nodiscard]] Permit acquire_for(std::uint64_t timeout_ns) {
         const std::uint64_t now = SteadyClock::now_ns();
@@ -530,15 +566,16 @@ class PartitionedConcurrencyLimiter {
     [[nodiscard]] Permit try_acquire(std::size_t partition, std::uint64_t now_ns) noexcept {
         if (partition >= parts_.size()) return Permit();
         Part& p = parts_[partition];
-        if (const int n = core_.try_acquire()) {
+        if (const detail::ConcurrencyGrant g = core_.try_acquire(); g.inflight) {
             p.busy.fetch_add(1, std::memory_order_relaxed);
-            return Permit(this, now_ns, n, partition);
+            return Permit(this, now_ns, g, partition);
         }
         const int share = share_limit(partition);
         int b = p.busy.load(std::memory_order_relaxed);
         while (b < share) {
             if (p.busy.compare_exchange_weak(b, b + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
-                if (const int n = core_.add_unchecked()) return Permit(this, now_ns, n, partition);
+                if (const detail::ConcurrencyGrant g = core_.add_unchecked(); g.inflight)
+                    return Permit(this, now_ns, g, partition);
                 p.busy.fetch_sub(1, std::memory_order_relaxed);
                 return Permit();
             }

@@ -63,6 +63,13 @@ struct ConcurrencySample {
     bool dropped;
 };
 
+// What an acquire saw: the in-flight count after its increment (0: refused)
+// and the limit it was checked against.
+struct ConcurrencyGrant {
+    int inflight;
+    int limit;
+};
+
 template <class A>
 concept IgnoresSamples = requires {
     requires A::ignores_samples;
@@ -137,25 +144,28 @@ class ConcurrencyCore {
         done_.store(0, std::memory_order_relaxed);
     }
 
-    // The in-flight count after the increment, or 0 when at the limit.
-    int try_acquire(std::memory_order load_order = std::memory_order_acquire) noexcept {
+    // The in-flight count after the increment (0 when at the limit), and
+    // the limit it was checked against.
+    ConcurrencyGrant try_acquire(std::memory_order load_order = std::memory_order_acquire) noexcept {
         std::uint64_t w = word_.load(load_order);
         for (;;) {
             const std::uint64_t v = settled(w);
             const std::uint64_t count = v & count_mask;
-            if (count >= (v >> 32)) return 0;
+            const auto limit = static_cast<int>(v >> 32);
+            if (count >= (v >> 32)) return {0, limit};
             if (word_.compare_exchange_weak(w, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
-                return static_cast<int>(count + 1);
+                return {static_cast<int>(count + 1), limit};
         }
     }
     // Past the limit (a partition's guaranteed share); count_mask bounds it.
-    int add_unchecked() noexcept {
+    ConcurrencyGrant add_unchecked() noexcept {
         std::uint64_t w = word_.load(std::memory_order_acquire);
         for (;;) {
             const std::uint64_t v = settled(w);
-            if ((v & count_mask) == count_mask) return 0;
+            const auto limit = static_cast<int>(v >> 32);
+            if ((v & count_mask) == count_mask) return {0, limit};
             if (word_.compare_exchange_weak(w, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
-                return static_cast<int>((v & count_mask) + 1);
+                return {static_cast<int>((v & count_mask) + 1), limit};
         }
     }
 
@@ -213,15 +223,16 @@ class ConcurrencyCore {
         return copy;
     }
 
-    // Wait for a permit until deadline_ns (SteadyClock); 0 when it timed out.
-    int acquire_until(std::uint64_t deadline_ns) {
-        if (const int n = try_acquire()) return n;
+    // Wait for a permit until deadline_ns (SteadyClock); inflight 0 when it
+    // timed out.
+    ConcurrencyGrant acquire_until(std::uint64_t deadline_ns) {
+        if (const ConcurrencyGrant g = try_acquire(); g.inflight) return g;
         Waiter me;
         std::unique_lock<std::mutex> lk(mutex_);
         waiting_.push_back(&me);
         waiters_.fetch_add(1, std::memory_order_seq_cst);
-        int got = try_acquire(std::memory_order_seq_cst);
-        while (!got) {
+        ConcurrencyGrant got = try_acquire(std::memory_order_seq_cst);
+        while (!got.inflight) {
             const std::uint64_t now = SteadyClock::now_ns();
             if (now >= deadline_ns) break;
             const auto wait_ns = std::min<std::uint64_t>(deadline_ns - now, std::uint64_t{1} << 62);
@@ -230,14 +241,14 @@ class ConcurrencyCore {
             // across spurious wake-ups.
             if (me.notified) {
                 got = try_acquire(std::memory_order_seq_cst);
-                if (!got) me.notified = false;
+                if (!got.inflight) me.notified = false;
             }
         }
         waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &me));
         waiters_.fetch_sub(1, std::memory_order_relaxed);
         // A wake-up this waiter did not use, or room a raised limit left,
         // goes to the next waiter.
-        if ((!got && me.notified) || (got && inflight() < limit())) notify_locked();
+        if ((!got.inflight && me.notified) || (got.inflight && inflight() < limit())) notify_locked();
         return got;
     }
     [[nodiscard]] int waiters() const noexcept { return waiters_.load(std::memory_order_relaxed); }

@@ -58,10 +58,10 @@ namespace detail {
 /// monotone, so this is floor(log10(t)), counted in integers here. Java
 /// indexes an array with t, so t < 0 throws there; here it gives 1.
 [[nodiscard]] constexpr int log10_root_int(int t) noexcept {
-    if (t < 100) return 1;
-    int digits = 0;
-    for (std::int64_t p = 10; p <= t; p *= 10) ++digits;
-    return digits;
+    if (t < 1'000) return t < 100 ? 1 : 2;
+    if (t < 100'000) return t < 10'000 ? 3 : 4;
+    if (t < 10'000'000) return t < 1'000'000 ? 5 : 6;
+    return t < 100'000'000 ? 7 : t < 1'000'000'000 ? 8 : 9;
 }
 
 // VegasLimit's default alpha, beta, threshold, increase and decrease functions.
