@@ -147,6 +147,17 @@ void check_matches(const ArrayOfDoublesSketch& s, const Expected& e) {
     CHECK(fnv1a(image) == e.fnv);
 }
 
+// Every retained hash with bit-identical values.
+void check_same_entries(const ArrayOfDoublesSketch& got, const ArrayOfDoublesSketch& want) {
+    REQUIRE((got.hashes() == want.hashes()));  // unexpanded: the vectors are long
+    std::size_t differ = 0;
+    want.for_each([&](std::uint64_t h, std::span<const double> v) {
+        const auto g = got.find_hash(h);
+        if (g.size() != v.size() || !std::equal(g.begin(), g.end(), v.begin(), v.end(), same_double)) ++differ;
+    });
+    CHECK(differ == 0);
+}
+
 std::vector<std::byte> read_image(const std::string& name) {
     return tally::test::read_file_bytes(fixture_dir() + name + ".sk");
 }
@@ -239,14 +250,15 @@ TEST_CASE("ArrayOfDoublesSketch: DataSketches' images and answers, both ways", "
                 const ArrayOfDoublesSketch mine = of_keys(lg, nv, 0, n);
                 check_matches(mine, e);
                 CHECK(mine.empty() == (n == 0));
-                if (!has_image(name)) continue;
-                const auto image = read_image(name);
-                CHECK(mine.to_datasketches() == image);
+                // Where DataSketches' image is not kept (10^6 keys at lg_k 12 and 16), it is
+                // pinned by size and digest above, which tally's bytes match: decode those.
+                const auto image = has_image(name) ? read_image(name) : mine.to_datasketches();
+                CHECK((mine.to_datasketches() == image));
                 const auto theirs = ArrayOfDoublesSketch::from_datasketches(image, lg);
                 check_matches(theirs, e);
-                CHECK(theirs.hashes() == mine.hashes());
-                CHECK(theirs.to_datasketches() == image);
-                CHECK(ArrayOfDoublesSketch::deserialize(theirs.serialize()).to_datasketches() == image);
+                check_same_entries(theirs, mine);
+                CHECK((theirs.to_datasketches() == image));
+                CHECK((ArrayOfDoublesSketch::deserialize(theirs.serialize()).to_datasketches() == image));
             }
         }
     }
