@@ -50,8 +50,9 @@ namespace redis {
 ///   decode or match closes it; a reply late past the deadline is drained in
 ///   the background (within connect_timeout) and the connection reused.
 /// - Eviction: maxmemory-policy is read on every new connection and again,
-///   pipelined with a call, at most once a second; while it can evict keys
-///   with a TTL, evicting() is true and the limiters refuse. An error reply
+///   pipelined with a call, when 900 ms have passed since the last check was
+///   sent; while it can evict keys with a TTL, evicting() is true and the
+///   limiters refuse, the call whose check found it included. An error reply
 ///   to the check never clears a refusal.
 /// - Lost state (single server): a sentinel counter detects restarts without
 ///   persistence, FLUSHALL and lossy failovers (see docs/redis.md).
@@ -498,12 +499,13 @@ class Client {
             return stopping;
         }
 
-        // Applies a CONFIG GET maxmemory-policy reply. False for a reply of
-        // another shape (out of step: the caller closes the connection). An
-        // error reply (CONFIG disabled, -BUSY, NOPERM) keeps what was known.
-        bool apply_policy(Node& n, const Reply& r) {
+        // Applies a CONFIG GET maxmemory-policy reply to a check sent at
+        // `sent`. False for a reply of another shape (out of step: the caller
+        // closes the connection). An error reply (CONFIG disabled, -BUSY,
+        // NOPERM) keeps what was known.
+        bool apply_policy(Node& n, const Reply& r, Clock::time_point sent) {
             std::lock_guard<std::mutex> lock(mu);
-            n.checked = Clock::now();
+            n.checked = std::max(n.checked, sent);
             const bool was = n.evicting;
             if (r.type == Reply::Type::array && r.elements.size() == 2 && r.elements[1].type == Reply::Type::string) {
                 n.policy = r.elements[1].str;
@@ -526,7 +528,9 @@ class Client {
             if (!c) return;
             const std::string_view args[3] = {"CONFIG", "GET", "maxmemory-policy"};
             Reply r;
-            if (c->append(args, n.where) && c->flush(d, n.where) && c->read(d, n.where, r) && !apply_policy(n, r))
+            const auto sent = Clock::now();
+            if (c->append(args, n.where) && c->flush(d, n.where) && c->read(d, n.where, r) &&
+                !apply_policy(n, r, sent))
                 c->fail("an out-of-step reply to CONFIG GET from " + n.where);
             release(n, std::move(c));
         }
@@ -595,6 +599,7 @@ class Client {
                 for (std::size_t s = 0; s < protocol::script_count; ++s) load.push_back(static_cast<protocol::Script>(s));
                 if (!append_loads(n, c, load)) return false;
             }
+            const auto sent = Clock::now();
             if (!c.flush(d, n.where)) return false;
             if (!opt.password.empty() && !expect_ok(c, d, n.where, "AUTH")) return false;
             if (opt.database != 0 && !expect_ok(c, d, n.where, "SELECT")) return false;
@@ -603,7 +608,7 @@ class Client {
             if (r.type == Reply::Type::error && r.str.rfind("NOAUTH", 0) == 0)
                 return c.fail(n.where + " requires authentication (" + r.str +
                               "): set Options::password (and Options::user for an ACL user)");
-            if (!apply_policy(n, r)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
+            if (!apply_policy(n, r, sent)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
             if (known) {
                 if (!c.read(d, n.where, r)) return false;
                 if (r.type != Reply::Type::array || r.elements.size() != protocol::script_count)
@@ -794,10 +799,29 @@ class Client {
             n.work.notify_one();
         }
 
+        // A live connection's policy check rides with the first call sent
+        // this long after the last check was sent: a policy switched on at
+        // runtime is found by a call started at most this long after the
+        // switch (plus one round trip), and that call is refused.
+        static constexpr std::chrono::milliseconds policy_every{900};
+
         // Appends items[g.idx...] (each after ASKING when asking) to g.conn,
         // after a policy check when one is due and the SCRIPT LOADs the node
-        // lacks, and writes them.
+        // lacks, and writes them. A check claimed and not read back is due
+        // again at once.
         bool send(Group& g, std::span<const Item> items, Deadline d) {
+            if (send_group(g, items, d)) return true;
+            if (g.policy_check) {
+                g.policy_check = false;
+                unclaim_check(node(g.node));
+            }
+            return false;
+        }
+        void unclaim_check(Node& n) {
+            std::lock_guard<std::mutex> lock(mu);
+            n.checked = Clock::time_point{};
+        }
+        bool send_group(Group& g, std::span<const Item> items, Deadline d) {
             Node& n = node(g.node);
             Conn& c = *g.conn;
             std::array<bool, protocol::script_count> need{};
@@ -809,7 +833,7 @@ class Client {
                         call != nullptr && !n.loaded[static_cast<std::size_t>(call->script)])
                         need[static_cast<std::size_t>(call->script)] = true;
                 seen = n.seen;
-                g.policy_check = Clock::now() - n.checked >= std::chrono::seconds(1);
+                g.policy_check = Clock::now() - n.checked >= policy_every;
                 if (g.policy_check) n.checked = Clock::now();
             }
             if (g.policy_check) {
@@ -883,7 +907,8 @@ class Client {
         bool read_policy(Node& n, Conn& c, Deadline d) {
             Reply r;
             if (!c.read(d, n.where, r)) return false;
-            if (!apply_policy(n, r)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
+            if (!apply_policy(n, r, Clock::time_point{}))
+                return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
             return true;
         }
         // The script replies end with the sentinel's count, a flag "this
@@ -934,7 +959,13 @@ class Client {
             Node& n = node(g.node);
             Conn& c = *g.conn;
             Reply r;
-            if (g.policy_check && !read_policy(n, c, d)) return false;
+            if (g.policy_check) {
+                if (!read_policy(n, c, d)) {
+                    unclaim_check(n);
+                    return false;
+                }
+                g.policy_check = false;
+            }
             for (const protocol::Script s : g.loads) {
                 if (!c.read(d, n.where, r)) return false;
                 if (r.type != Reply::Type::string || r.str != sha_of(s))
