@@ -425,6 +425,50 @@ TEST_CASE("redis replies: a duplicated reply never moves a decision to another c
     }
 }
 
+TEST_CASE("redis replies: a duplicated error reply never reaches another call", "[redis][connections][stray]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    tally_test::RedisServer server(binary);
+    tally_test::FaultProxy proxy(server.port());
+    using Mode = tally_test::FaultProxy::Mode;
+    auto admin = tally_test::connect(server);
+    auto o = timeouts(milliseconds(2000), milliseconds(2000));
+    o.pool_size = 1;  // every call on the one connection the duplicate lands on
+    auto client = tally::redis::Client::connect("127.0.0.1", proxy.port(), o);
+    tally::redis::GcraLimiter limiter(client, Quota::per_hour(10));
+    for (int i = 0; i < 10; ++i) REQUIRE(limiter.try_acquire("spent").allowed);
+    REQUIRE_FALSE(limiter.try_acquire("spent").allowed);
+    // -OOM is Redis's own error, raised before the script runs: it cannot
+    // carry the call's token. Its copy must not be read as a later reply:
+    // already there when the next call starts (0 ms), or arriving after that
+    // call's request (30 ms: the fence the next call sends first reads it).
+    for (const int copy_after_ms : {0, 30}) {
+        INFO("the copy arrives " << copy_after_ms << " ms after the reply");
+        const auto opened_before = client.connections_opened();
+        const int duplicated_before = proxy.duplicated();
+        REQUIRE(tally_test::must(admin.command({"CONFIG", "SET", "maxmemory", "1"})).str == "OK");
+        proxy.set(Mode::duplicate, milliseconds(copy_after_ms));
+        const Decision oom = limiter.try_acquire("spent");
+        REQUIRE(oom.degraded);
+        REQUIRE(limiter.last_error().find("OOM") != std::string::npos);
+        REQUIRE(tally_test::must(admin.command({"CONFIG", "SET", "maxmemory", "0"})).str == "OK");
+        int admitted = 0, degraded = 0, oom_again = 0;
+        for (int i = 0; i < 20; ++i) {
+            const Decision d = limiter.try_acquire("spent");
+            admitted += d.allowed && !d.degraded ? 1 : 0;
+            if (d.degraded) {
+                ++degraded;
+                oom_again += limiter.last_error().find("OOM") != std::string::npos ? 1 : 0;
+            }
+        }
+        INFO("admitted " << admitted << ", degraded " << degraded << "; " << limiter.last_error());
+        CHECK(proxy.wait_duplicated(duplicated_before + 1, milliseconds(10'000)));
+        CHECK(admitted == 0);
+        CHECK(oom_again == 0);  // no later call answered with the copy
+        CHECK(degraded <= 1);   // the call whose fence read the copy, at most
+        CHECK(client.connections_opened() == opened_before + 1);  // the connection was dropped
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Connection state
 
