@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -278,19 +279,35 @@ TEST_CASE("redis setup: a dead server is retried with backoff, not once per call
     // Replies swallowed: every connection attempt times out in its setup.
     proxy.set(tally_test::FaultProxy::Mode::swallow);
     const int accepted_before = proxy.accepted();
+    // Attempts follow one another, each after a wait of 25 ms doubling to
+    // 1 s from the end of the last: in a span of T ms at most 1 + the number
+    // of waits that fit in T (25 + 50 + ... + 800 = 1575 ms, then 1000 each),
+    // so 7 in the first 2 s and one a second after that, whatever the number
+    // of calls (and fewer where the machine is slow: waits never shrink).
+    auto most_attempts = [](long long span_ms) {
+        int n = 1;
+        for (long long wait = 25, sum = 25; sum <= span_ms; wait = std::min(2 * wait, 1000LL), sum += wait) ++n;
+        return n;
+    };
+    REQUIRE(most_attempts(2000) == 7);
+    REQUIRE(most_attempts(3500) == 8);
     const auto start = Clock::now();
-    int calls = 0;
-    while (since(start) < std::chrono::seconds(2) && calls < 100'000) {
-        CHECK(limiter.try_acquire("k").degraded);
+    int calls = 0, decided = 0, opened_in_2s = -1;
+    while (since(start) < milliseconds(3500) && calls < 50'000'000) {
+        decided += limiter.try_acquire("k").degraded ? 0 : 1;
         ++calls;
+        if (opened_in_2s < 0 && since(start) >= milliseconds(2000)) {
+            opened_in_2s = proxy.accepted() - accepted_before;
+            CHECK(opened_in_2s <= most_attempts(since(start).count()));
+        }
     }
     const auto took = since(start);
     const int opened = proxy.accepted() - accepted_before;
-    INFO(calls << " calls in " << took.count() << " ms opened " << opened << " connections");
-    // Backoff 25, 50, 100 ... 1000 ms between attempts of 50 ms: at most
-    // about 7 in 2 s, whatever the number of calls.
+    INFO(calls << " calls in " << took.count() << " ms opened " << opened << " connections (" << opened_in_2s
+               << " in the first 2 s)");
     CHECK(calls > 20);
-    CHECK(opened <= 8);
+    CHECK(decided == 0);
+    CHECK(opened <= most_attempts(took.count()));
     proxy.set(tally_test::FaultProxy::Mode::pass);
     CHECK(calls_until_decided([&] { return limiter.try_acquire("k", 0); }) > 0);
     // Only calls that had a connection reached the server (the one in flight

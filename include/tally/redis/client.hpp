@@ -43,8 +43,10 @@ namespace redis {
 ///   in the background; each server has a background opener that connects,
 ///   authenticates, selects the database, reads the eviction policy and
 ///   loads the scripts within connect_timeout, with backoff (25 ms doubling
-///   to 1 s) after a failure. A call takes a ready connection or fails fast,
-///   so a degraded call has sent nothing and charged no key.
+///   to 1 s) after a failure. A call takes a ready connection or fails fast:
+///   a call degraded for want of a connection has sent nothing and charged
+///   no key; one that timed out after sending may still run on the server
+///   and charge (its fail mode decided it).
 /// - Replies stay in step: each script reply, an error included, echoes its
 ///   call's token (errors Redis raises itself cannot: after one, and after a
 ///   plain command, the next use of the connection first reads back an ECHO
