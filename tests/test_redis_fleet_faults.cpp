@@ -392,6 +392,48 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("redis lost state: an RDB rollback is detected by the first call after it; snapshot keys keep their "
+          "older state",
+          "[redis][faults][lost]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    tally_test::RedisServer server(binary);
+    auto client = tally_test::connect(server);
+    const Quota q = Quota::per_hour(100);  // a burst of 100
+    tally::redis::GcraLimiter limiter(client, q);
+    const std::uint64_t now = 7'000'000'000;  // every call at one caller time: exact counts
+    auto call = [&](std::string_view key) { return limiter.try_acquire_at(key, now); };
+    for (int i = 0; i < 30; ++i) REQUIRE(call("old").allowed);
+    {
+        auto admin = tally_test::connect(server);
+        REQUIRE(tally_test::must(admin.command({"SAVE"})).str == "OK");  // the snapshot: "old" 30 spent
+    }
+    for (int i = 0; i < 50; ++i) REQUIRE(call("old").allowed);
+    for (int i = 0; i < 10; ++i) REQUIRE(call("new").allowed);  // not in the snapshot
+    server.restart();  // SIGKILL, then the same directory: the older snapshot loads
+    REQUIRE(tally_test::must(tally_test::connect(server).command({"EXISTS", "tally:old"})).integer == 1);
+    // The first call that reaches the restarted server detects the loss.
+    Decision d{false, 0, 0, 0};
+    for (int i = 0; i < 100; ++i) {
+        d = call("new");
+        if (!d.degraded) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    REQUIRE_FALSE(d.degraded);
+    CHECK(client.lost_state_events() == 1);
+    CHECK_FALSE(d.allowed);  // missing since the rollback: starts spent
+    // "old" carries its snapshot state: 70 more, beyond the bound of 100 by
+    // the 50 that the lost writes had charged, never more.
+    int after = 0;
+    for (int i = 0; i < 200; ++i) {
+        const Decision o = call("old");
+        REQUIRE_FALSE(o.degraded);
+        after += o.allowed ? 1 : 0;
+    }
+    INFO("admitted " << 30 + 50 + after << " against a bound of 100 plus the 50 lost charges");
+    CHECK(after == 70);
+    CHECK(client.lost_state_events() == 1);
+}
+
 TEST_CASE("redis eviction: a server that can evict limiter keys is refused, unless allowed", "[redis][faults]") {
     TALLY_REQUIRE_REDIS_SERVER(binary);
     tally_test::RedisServer lru(binary, {"--maxmemory", "4mb", "--maxmemory-policy", "volatile-lru"});
