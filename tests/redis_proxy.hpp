@@ -73,10 +73,17 @@ class FaultProxy {
     }
     /// Connections accepted so far.
     [[nodiscard]] int accepted() const noexcept { return accepted_.load(); }
-    /// Reply chunks duplicated so far (Mode::duplicate).
-    [[nodiscard]] int duplicated() {
-        std::lock_guard<std::mutex> lock(mu_);
-        return duplicated_;
+    /// Copies of reply chunks written to the client so far (Mode::duplicate):
+    /// counted once the copy's last byte is in the client's socket.
+    [[nodiscard]] int duplicated() const noexcept { return duplicated_.load(); }
+    /// Waits until duplicated() reaches `n`, at most `bound`; true if it did.
+    bool wait_duplicated(int n, std::chrono::milliseconds bound) const {
+        const auto deadline = Clock::now() + bound;
+        for (long i = 0; duplicated() < n; ++i) {
+            if (Clock::now() >= deadline || i > bound.count() * 10) return false;
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        return true;
     }
 
   private:
@@ -84,6 +91,7 @@ class FaultProxy {
     struct Chunk {
         Clock::time_point ready;
         std::string bytes;
+        bool copy = false;  // Mode::duplicate's second sending
     };
     struct Pair {
         int c = -1, s = -1;
@@ -192,10 +200,9 @@ class FaultProxy {
                             break;
                         case Mode::duplicate: {
                             p.to_client.push_back({now, chunk});
-                            p.to_client.push_back({now + interval, std::move(chunk)});
+                            p.to_client.push_back({now + interval, std::move(chunk), true});
                             std::lock_guard<std::mutex> lock(mu_);
                             mode_ = mode = Mode::pass;
-                            ++duplicated_;
                             break;
                         }
                         case Mode::cut_reply:
@@ -211,6 +218,7 @@ class FaultProxy {
                     if (n <= 0) break;
                     b.erase(0, static_cast<std::size_t>(n));
                     if (!b.empty()) break;
+                    if (p.to_client.front().copy) duplicated_.fetch_add(1);
                     p.to_client.pop_front();
                 }
                 if (p.close_after_flush && p.to_client.empty()) close_pair(p);
@@ -227,7 +235,7 @@ class FaultProxy {
     std::atomic<int> accepted_{0};
     std::mutex mu_;
     Mode mode_ = Mode::pass;
-    int duplicated_ = 0;
+    std::atomic<int> duplicated_{0};
     std::chrono::milliseconds interval_{0};
     std::vector<Pair> pairs_;
     std::thread thread_;

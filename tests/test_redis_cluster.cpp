@@ -417,8 +417,8 @@ TEST_CASE("cluster: TRYAGAIN is retried with backoff until the call's deadline",
     // The last retry either got TRYAGAIN again or was cut by the deadline.
     CHECK((limiter.last_error().find("TRYAGAIN") != std::string::npos ||
            limiter.last_error().find("timed out") != std::string::npos));
-    CHECK(took >= std::chrono::milliseconds(120));
-    CHECK(took <= std::chrono::milliseconds(160) + late);
+    CHECK(took >= o.command_timeout);  // it ends only at its deadline
+    CHECK(took <= o.command_timeout + std::chrono::milliseconds(25) + late);
     // The migration finishes 40 ms into a call: the retries then succeed.
     std::thread mover([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(40));
@@ -460,6 +460,7 @@ TEST_CASE("cluster: a killed node degrades its own slots only", "[redis][cluster
     REQUIRE(std::count(owner.begin(), owner.end(), victim) < static_cast<long>(kKeys));
     tally::test::Rng rng(99);
     std::uint64_t t = 1'764'000'000 * kSecond;
+    tally_test::WakeLatency wake;
     auto round = [&](bool victim_down) {
         for (std::size_t op = 0; op < 3 * kKeys; ++op) {
             const std::size_t k = rng.below(kKeys);
@@ -467,7 +468,9 @@ TEST_CASE("cluster: a killed node degrades its own slots only", "[redis][cluster
             const auto start = std::chrono::steady_clock::now();
             const Decision got = limiter.try_acquire_at(names[k], t, 1);
             const auto took = std::chrono::steady_clock::now() - start;
-            CHECK(took < o.command_timeout + std::chrono::milliseconds(200));
+            // Its deadline, plus 25 ms of work, plus what the scheduler was
+            // measured to add meanwhile.
+            CHECK(took <= o.command_timeout + std::chrono::milliseconds(25) + wake.worst_between(start, start + took));
             INFO("op " << op << " key " << names[k] << " on node " << owner[k] << " got " << show(got));
             if (victim_down && owner[k] == victim) {
                 REQUIRE(got.degraded);

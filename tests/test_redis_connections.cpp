@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -278,19 +279,35 @@ TEST_CASE("redis setup: a dead server is retried with backoff, not once per call
     // Replies swallowed: every connection attempt times out in its setup.
     proxy.set(tally_test::FaultProxy::Mode::swallow);
     const int accepted_before = proxy.accepted();
+    // Attempts follow one another, each after a wait of 25 ms doubling to
+    // 1 s from the end of the last: in a span of T ms at most 1 + the number
+    // of waits that fit in T (25 + 50 + ... + 800 = 1575 ms, then 1000 each),
+    // so 7 in the first 2 s and one a second after that, whatever the number
+    // of calls (and fewer where the machine is slow: waits never shrink).
+    auto most_attempts = [](long long span_ms) {
+        int n = 1;
+        for (long long wait = 25, sum = 25; sum <= span_ms; wait = std::min(2 * wait, 1000LL), sum += wait) ++n;
+        return n;
+    };
+    REQUIRE(most_attempts(2000) == 7);
+    REQUIRE(most_attempts(3500) == 8);
     const auto start = Clock::now();
-    int calls = 0;
-    while (since(start) < std::chrono::seconds(2) && calls < 100'000) {
-        CHECK(limiter.try_acquire("k").degraded);
+    int calls = 0, decided = 0, opened_in_2s = -1;
+    while (since(start) < milliseconds(3500) && calls < 50'000'000) {
+        decided += limiter.try_acquire("k").degraded ? 0 : 1;
         ++calls;
+        if (opened_in_2s < 0 && since(start) >= milliseconds(2000)) {
+            opened_in_2s = proxy.accepted() - accepted_before;
+            CHECK(opened_in_2s <= most_attempts(since(start).count()));
+        }
     }
     const auto took = since(start);
     const int opened = proxy.accepted() - accepted_before;
-    INFO(calls << " calls in " << took.count() << " ms opened " << opened << " connections");
-    // Backoff 25, 50, 100 ... 1000 ms between attempts of 50 ms: at most
-    // about 7 in 2 s, whatever the number of calls.
+    INFO(calls << " calls in " << took.count() << " ms opened " << opened << " connections (" << opened_in_2s
+               << " in the first 2 s)");
     CHECK(calls > 20);
-    CHECK(opened <= 8);
+    CHECK(decided == 0);
+    CHECK(opened <= most_attempts(took.count()));
     proxy.set(tally_test::FaultProxy::Mode::pass);
     CHECK(calls_until_decided([&] { return limiter.try_acquire("k", 0); }) > 0);
     // Only calls that had a connection reached the server (the one in flight
@@ -316,29 +333,43 @@ TEST_CASE("redis config: an eviction policy switched on at runtime is refused wi
         tally::redis::GcraLimiter limiter(client, Quota::per_minute(600));
         REQUIRE_FALSE(limiter.try_acquire(policy).degraded);
         REQUIRE_FALSE(client.evicting());
+        // The switch takes effect on the server somewhere in [sent, done].
+        const auto sent = Clock::now();
         REQUIRE(tally_test::must(admin.command({"CONFIG", "SET", "maxmemory-policy", policy})).str == "OK");
-        const auto switched = Clock::now();
-        milliseconds longest_step{0};  // between the starts of consecutive calls
-        int refused_at_ms = -1;
-        auto previous = switched;
-        for (int i = 0; i < 5000 && since(switched) < std::chrono::seconds(3); ++i) {
+        const auto done = Clock::now();
+        // Every check was sent before `done` or reads the new policy, and
+        // one rides with the first call sent 900 ms after the last: so every
+        // call started 900 ms after `done` is refused, and every call after
+        // the first refusal too. Calls run until 2.5 s after the switch, past
+        // a recheck of the refused server.
+        int calls = 0, refused = 0, late_calls = 0, late_decided = 0, decided_after_refusal = 0;
+        long long first_refused_ms = -1;  // from `sent` to the start of the first refused call
+        while (since(done) < milliseconds(2500) && calls < 100'000) {
             const auto t = Clock::now();
-            longest_step = std::max(longest_step, std::chrono::duration_cast<milliseconds>(t - previous));
-            previous = t;
             const Decision d = limiter.try_acquire(policy);
+            ++calls;
+            const bool late = t - done >= milliseconds(900);
+            late_calls += late ? 1 : 0;
             if (d.degraded) {
-                refused_at_ms = static_cast<int>(std::chrono::duration_cast<milliseconds>(t - switched).count());
-                CHECK(limiter.last_error().find(std::string("maxmemory-policy is ") + policy) != std::string::npos);
-                break;
+                if (refused++ == 0) {
+                    first_refused_ms = std::chrono::duration_cast<milliseconds>(t - sent).count();
+                    CHECK(limiter.last_error().find(std::string("maxmemory-policy is ") + policy) !=
+                          std::string::npos);
+                }
+            } else {
+                late_decided += late ? 1 : 0;
+                decided_after_refusal += refused > 0 ? 1 : 0;
             }
             std::this_thread::sleep_for(milliseconds(2));
         }
-        INFO("refused from a call started " << refused_at_ms << " ms after the switch; longest step "
-                                            << longest_step.count() << " ms");
-        // The last check was before the switch; the next rides with the first
-        // call a second after it, and the call after that one is refused.
-        CHECK(refused_at_ms >= 0);
-        CHECK(refused_at_ms <= 1000 + 2 * longest_step.count() + 1);
+        INFO("CONFIG SET took " << std::chrono::duration_cast<milliseconds>(done - sent).count()
+                                << " ms; first refused call started " << first_refused_ms << " ms after it was sent; "
+                                << calls << " calls, " << refused << " refused, " << late_calls
+                                << " started 900 ms or more after the switch");
+        CHECK(late_calls > 0);
+        CHECK(late_decided == 0);            // refused within 900 ms of the switch's reply
+        CHECK(decided_after_refusal == 0);   // and for good while the policy stays
+        CHECK(first_refused_ms >= 0);
         CHECK(client.evicting());
         CHECK(client.maxmemory_policy() == policy);
     }
@@ -394,8 +425,9 @@ TEST_CASE("redis replies: a duplicated reply never moves a decision to another c
         const int duplicated_before = proxy.duplicated();
         proxy.set(Mode::duplicate, milliseconds(copy_after_ms));
         REQUIRE(limiter.try_acquire(fresh).allowed);  // its reply comes twice
-        std::this_thread::sleep_for(milliseconds(copy_after_ms + 5));
-        REQUIRE(proxy.duplicated() == duplicated_before + 1);
+        // The copy is in the Client's socket before the next call: that call
+        // finds the connection out of step and takes a new one.
+        REQUIRE(proxy.wait_duplicated(duplicated_before + 1, milliseconds(10'000)));
         int admitted = 0, degraded = 0;
         for (int i = 0; i < 50; ++i) {
             const Decision d = limiter.try_acquire(spent);
@@ -407,6 +439,50 @@ TEST_CASE("redis replies: a duplicated reply never moves a decision to another c
         CHECK(degraded <= 1);  // the call that read the copy, at most
         CHECK(client.connections_opened() == opened_before + 1);  // the connection was dropped
         CHECK(client.lost_state_events() == 0);
+    }
+}
+
+TEST_CASE("redis replies: a duplicated error reply never reaches another call", "[redis][connections][stray]") {
+    TALLY_REQUIRE_REDIS_SERVER(binary);
+    tally_test::RedisServer server(binary);
+    tally_test::FaultProxy proxy(server.port());
+    using Mode = tally_test::FaultProxy::Mode;
+    auto admin = tally_test::connect(server);
+    auto o = timeouts(milliseconds(2000), milliseconds(2000));
+    o.pool_size = 1;  // every call on the one connection the duplicate lands on
+    auto client = tally::redis::Client::connect("127.0.0.1", proxy.port(), o);
+    tally::redis::GcraLimiter limiter(client, Quota::per_hour(10));
+    for (int i = 0; i < 10; ++i) REQUIRE(limiter.try_acquire("spent").allowed);
+    REQUIRE_FALSE(limiter.try_acquire("spent").allowed);
+    // -OOM is Redis's own error, raised before the script runs: it cannot
+    // carry the call's token. Its copy must not be read as a later reply:
+    // already there when the next call starts (0 ms), or arriving after that
+    // call's request (30 ms: the fence the next call sends first reads it).
+    for (const int copy_after_ms : {0, 30}) {
+        INFO("the copy arrives " << copy_after_ms << " ms after the reply");
+        const auto opened_before = client.connections_opened();
+        const int duplicated_before = proxy.duplicated();
+        REQUIRE(tally_test::must(admin.command({"CONFIG", "SET", "maxmemory", "1"})).str == "OK");
+        proxy.set(Mode::duplicate, milliseconds(copy_after_ms));
+        const Decision oom = limiter.try_acquire("spent");
+        REQUIRE(oom.degraded);
+        REQUIRE(limiter.last_error().find("OOM") != std::string::npos);
+        REQUIRE(tally_test::must(admin.command({"CONFIG", "SET", "maxmemory", "0"})).str == "OK");
+        int admitted = 0, degraded = 0, oom_again = 0;
+        for (int i = 0; i < 20; ++i) {
+            const Decision d = limiter.try_acquire("spent");
+            admitted += d.allowed && !d.degraded ? 1 : 0;
+            if (d.degraded) {
+                ++degraded;
+                oom_again += limiter.last_error().find("OOM") != std::string::npos ? 1 : 0;
+            }
+        }
+        INFO("admitted " << admitted << ", degraded " << degraded << "; " << limiter.last_error());
+        CHECK(proxy.wait_duplicated(duplicated_before + 1, milliseconds(10'000)));
+        CHECK(admitted == 0);
+        CHECK(oom_again == 0);  // no later call answered with the copy
+        CHECK(degraded <= 1);   // the call whose fence read the copy, at most
+        CHECK(client.connections_opened() == opened_before + 1);  // the connection was dropped
     }
 }
 

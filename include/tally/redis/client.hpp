@@ -43,15 +43,21 @@ namespace redis {
 ///   in the background; each server has a background opener that connects,
 ///   authenticates, selects the database, reads the eviction policy and
 ///   loads the scripts within connect_timeout, with backoff (25 ms doubling
-///   to 1 s) after a failure. A call takes a ready connection or fails fast,
-///   so a degraded call has sent nothing and charged no key.
-/// - Replies stay in step: each script reply echoes its call's token; a
-///   connection is reused only with nothing unread; a reply that fails to
-///   decode or match closes it; a reply late past the deadline is drained in
-///   the background (within connect_timeout) and the connection reused.
+///   to 1 s) after a failure. A call takes a ready connection or fails fast:
+///   a call degraded for want of a connection has sent nothing and charged
+///   no key; one that timed out after sending may still run on the server
+///   and charge (its fail mode decided it).
+/// - Replies stay in step: each script reply, an error included, echoes its
+///   call's token (errors Redis raises itself cannot: after one, and after a
+///   plain command, the next use of the connection first reads back an ECHO
+///   of a fresh token); a connection is reused only with nothing unread; a
+///   reply that fails to decode or match closes it; a reply late past the
+///   deadline is drained in the background (within connect_timeout) and the
+///   connection reused.
 /// - Eviction: maxmemory-policy is read on every new connection and again,
-///   pipelined with a call, at most once a second; while it can evict keys
-///   with a TTL, evicting() is true and the limiters refuse. An error reply
+///   pipelined with a call, when 900 ms have passed since the last check was
+///   sent; while it can evict keys with a TTL, evicting() is true and the
+///   limiters refuse, the call whose check found it included. An error reply
 ///   to the check never clears a refusal.
 /// - Lost state (single server): a sentinel counter detects restarts without
 ///   persistence, FLUSHALL and lossy failovers (see docs/redis.md).
@@ -331,7 +337,8 @@ class Client {
     struct Group {
         std::size_t node = 0;
         bool asking = false;
-        bool policy_check = false;  // a CONFIG GET maxmemory-policy rides first
+        std::string fence;          // when not empty: an ECHO of it rides first
+        bool policy_check = false;  // a CONFIG GET maxmemory-policy rides next
         std::vector<std::size_t> idx;
         std::vector<std::string> tokens;  // per idx: what its script reply must echo
         std::unique_ptr<Conn> conn;
@@ -498,12 +505,13 @@ class Client {
             return stopping;
         }
 
-        // Applies a CONFIG GET maxmemory-policy reply. False for a reply of
-        // another shape (out of step: the caller closes the connection). An
-        // error reply (CONFIG disabled, -BUSY, NOPERM) keeps what was known.
-        bool apply_policy(Node& n, const Reply& r) {
+        // Applies a CONFIG GET maxmemory-policy reply to a check sent at
+        // `sent`. False for a reply of another shape (out of step: the caller
+        // closes the connection). An error reply (CONFIG disabled, -BUSY,
+        // NOPERM) keeps what was known.
+        bool apply_policy(Node& n, const Reply& r, Clock::time_point sent) {
             std::lock_guard<std::mutex> lock(mu);
-            n.checked = Clock::now();
+            n.checked = std::max(n.checked, sent);
             const bool was = n.evicting;
             if (r.type == Reply::Type::array && r.elements.size() == 2 && r.elements[1].type == Reply::Type::string) {
                 n.policy = r.elements[1].str;
@@ -526,7 +534,9 @@ class Client {
             if (!c) return;
             const std::string_view args[3] = {"CONFIG", "GET", "maxmemory-policy"};
             Reply r;
-            if (c->append(args, n.where) && c->flush(d, n.where) && c->read(d, n.where, r) && !apply_policy(n, r))
+            const auto sent = Clock::now();
+            if (c->append(args, n.where) && c->flush(d, n.where) && c->read(d, n.where, r) &&
+                !apply_policy(n, r, sent))
                 c->fail("an out-of-step reply to CONFIG GET from " + n.where);
             release(n, std::move(c));
         }
@@ -595,6 +605,7 @@ class Client {
                 for (std::size_t s = 0; s < protocol::script_count; ++s) load.push_back(static_cast<protocol::Script>(s));
                 if (!append_loads(n, c, load)) return false;
             }
+            const auto sent = Clock::now();
             if (!c.flush(d, n.where)) return false;
             if (!opt.password.empty() && !expect_ok(c, d, n.where, "AUTH")) return false;
             if (opt.database != 0 && !expect_ok(c, d, n.where, "SELECT")) return false;
@@ -603,7 +614,7 @@ class Client {
             if (r.type == Reply::Type::error && r.str.rfind("NOAUTH", 0) == 0)
                 return c.fail(n.where + " requires authentication (" + r.str +
                               "): set Options::password (and Options::user for an ACL user)");
-            if (!apply_policy(n, r)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
+            if (!apply_policy(n, r, sent)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
             if (known) {
                 if (!c.read(d, n.where, r)) return false;
                 if (r.type != Reply::Type::array || r.elements.size() != protocol::script_count)
@@ -794,10 +805,29 @@ class Client {
             n.work.notify_one();
         }
 
+        // A live connection's policy check rides with the first call sent
+        // this long after the last check was sent: a policy switched on at
+        // runtime is found by a call started at most this long after the
+        // switch (plus one round trip), and that call is refused.
+        static constexpr std::chrono::milliseconds policy_every{900};
+
         // Appends items[g.idx...] (each after ASKING when asking) to g.conn,
-        // after a policy check when one is due and the SCRIPT LOADs the node
-        // lacks, and writes them.
+        // after an ECHO fence when the connection needs one, a policy check
+        // when one is due and the SCRIPT LOADs the node lacks, and writes
+        // them. A check claimed and not read back is due again at once.
         bool send(Group& g, std::span<const Item> items, Deadline d) {
+            if (send_group(g, items, d)) return true;
+            if (g.policy_check) {
+                g.policy_check = false;
+                unclaim_check(node(g.node));
+            }
+            return false;
+        }
+        void unclaim_check(Node& n) {
+            std::lock_guard<std::mutex> lock(mu);
+            n.checked = Clock::time_point{};
+        }
+        bool send_group(Group& g, std::span<const Item> items, Deadline d) {
             Node& n = node(g.node);
             Conn& c = *g.conn;
             std::array<bool, protocol::script_count> need{};
@@ -809,8 +839,20 @@ class Client {
                         call != nullptr && !n.loaded[static_cast<std::size_t>(call->script)])
                         need[static_cast<std::size_t>(call->script)] = true;
                 seen = n.seen;
-                g.policy_check = Clock::now() - n.checked >= std::chrono::seconds(1);
+                g.policy_check = Clock::now() - n.checked >= policy_every;
                 if (g.policy_check) n.checked = Clock::now();
+            }
+            // After a reply that carried no token (an error Redis raised
+            // itself, a plain command's), and before a plain command: an
+            // ECHO of a fresh token first, so a copy of that reply still on
+            // its way is read here, not as this call's.
+            g.fence.clear();
+            const bool raw =
+                std::any_of(g.idx.begin(), g.idx.end(), [&](std::size_t i) { return items[i].call == nullptr; });
+            if (c.fence || raw) {
+                g.fence = "tally-fence-" + std::to_string(tokens.fetch_add(1, std::memory_order_relaxed) + 1);
+                const std::string_view args[2] = {"ECHO", g.fence};
+                if (!c.append(args, n.where)) return false;
             }
             if (g.policy_check) {
                 const std::string_view args[3] = {"CONFIG", "GET", "maxmemory-policy"};
@@ -835,7 +877,8 @@ class Client {
             if (std::any_of(g.loads.begin(), g.loads.end(),
                             [&](protocol::Script s) { return sha[static_cast<std::size_t>(s)].empty(); })) {
                 // The first load of the process: learn the SHA1s before calling by them.
-                if (!c.flush(d, n.where) || (g.policy_check && !read_policy(n, c, d)) || !read_loads(n, c, g.loads, d))
+                if (!c.flush(d, n.where) || !read_fence(g, n, c, d) || (g.policy_check && !read_policy(n, c, d)) ||
+                    !read_loads(n, c, g.loads, d))
                     return false;
                 g.policy_check = false;
                 g.loads.clear();
@@ -883,14 +926,46 @@ class Client {
         bool read_policy(Node& n, Conn& c, Deadline d) {
             Reply r;
             if (!c.read(d, n.where, r)) return false;
-            if (!apply_policy(n, r)) return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
+            if (!apply_policy(n, r, Clock::time_point{}))
+                return c.fail("an out-of-step reply to CONFIG GET from " + n.where);
+            return true;
+        }
+        // The ECHO fence's reply, when one was sent: its token, or the
+        // connection is out of step (an error, ECHO refused by an ACL
+        // included: closing is the safe answer).
+        bool read_fence(Group& g, Node& n, Conn& c, Deadline d) {
+            if (g.fence.empty()) return true;
+            Reply r;
+            if (!c.read(d, n.where, r)) return false;
+            if (r.type != Reply::Type::string || r.str != g.fence)
+                return c.fail("a reply from " + n.where +
+                              " out of step with its call (a stray or duplicated reply): connection closed");
+            g.fence.clear();
+            c.fence = false;
             return true;
         }
         // The script replies end with the sentinel's count, a flag "this
         // call detected a loss" and the call's token: check, strip and
-        // remember them. False when the reply is not this call's.
-        bool take_suffix(Node& n, Reply& r, const std::string& token) {
-            if (r.type != Reply::Type::array) return r.type == Reply::Type::error;
+        // remember them. tally's scripts end their error replies with
+        // " @<token>": checked and stripped too. An error Redis raised
+        // itself carries no token: taken as this call's, and the connection
+        // is fenced before its next use. False when the reply is not this
+        // call's.
+        bool take_suffix(Node& n, Conn& c, Reply& r, const std::string& token) {
+            if (r.type == Reply::Type::error) {
+                const auto at = r.str.rfind(" @");
+                const bool tokened = at != std::string::npos && at + 2 < r.str.size() &&
+                                     std::all_of(r.str.begin() + static_cast<std::ptrdiff_t>(at + 2), r.str.end(),
+                                                 [](char ch) { return ch >= '0' && ch <= '9'; });
+                if (!tokened) {
+                    c.fence = true;
+                    return true;
+                }
+                if (r.str.compare(at + 2, std::string::npos, token) != 0) return false;
+                r.str.resize(at);
+                return true;
+            }
+            if (r.type != Reply::Type::array) return false;
             auto& e = r.elements;
             if (e.size() < 3 || e.back().type != Reply::Type::string || e.back().str != token) return false;
             e.pop_back();
@@ -934,7 +1009,14 @@ class Client {
             Node& n = node(g.node);
             Conn& c = *g.conn;
             Reply r;
-            if (g.policy_check && !read_policy(n, c, d)) return false;
+            if (!read_fence(g, n, c, d)) return false;
+            if (g.policy_check) {
+                if (!read_policy(n, c, d)) {
+                    unclaim_check(n);
+                    return false;
+                }
+                g.policy_check = false;
+            }
             for (const protocol::Script s : g.loads) {
                 if (!c.read(d, n.where, r)) return false;
                 if (r.type != Reply::Type::string || r.str != sha_of(s))
@@ -952,10 +1034,12 @@ class Client {
                         retry.push_back(i);
                         std::lock_guard<std::mutex> lock(mu);
                         n.loaded[static_cast<std::size_t>(items[i].call->script)] = false;
-                    } else if (!take_suffix(n, r, g.tokens[k])) {
+                    } else if (!take_suffix(n, c, r, g.tokens[k])) {
                         return c.fail("a reply from " + n.where +
                                       " out of step with its call (a stray or duplicated reply): connection closed");
                     }
+                } else {
+                    c.fence = true;  // a plain command's reply carries no token
                 }
                 replies[i] = std::move(r);
             }

@@ -127,6 +127,7 @@ class GcraLimiter {
         std::vector<Reply> replies;
         if (refused()) return degraded(client_->eviction_refusal());
         if (!client_->run(call, replies)) return degraded(client_->last_error());
+        if (found_evicting()) return degraded(client_->eviction_refusal());
         return finish(protocol::gcra_decode(replies[0], ps, costs, now_ns, user));
     }
 
@@ -135,6 +136,10 @@ class GcraLimiter {
         client_->recheck_eviction();
         return client_->evicting();
     }
+    // After a round trip: the policy check that rode with it may have found
+    // the server evicting; then this call is refused too (what the script
+    // charged stays charged).
+    bool found_evicting() const { return !opt_.allow_evicting_server && client_->evicting(); }
 
     void batch(std::span<const std::string_view> keys, std::span<Decision> out, std::uint64_t cost,
                std::optional<std::uint64_t> now_ns) {
@@ -165,8 +170,10 @@ class GcraLimiter {
             protocol::gcra_batch_append_args(call.args, params_, cost, now_ns, detail::skew_ms(opt_));
         }
         std::vector<Reply> replies;
-        const bool refuse = refused();
-        if (refuse || !client_->run(calls, replies)) {
+        bool refuse = refused();
+        const bool sent = !refuse && client_->run(calls, replies);
+        refuse = refuse || (sent && found_evicting());
+        if (!sent || refuse) {
             const std::string why = refuse ? client_->eviction_refusal() : client_->last_error();
             for (auto& d : out) d = degraded(why);
             return;
@@ -222,6 +229,7 @@ class GcraLimiter {
         std::vector<Reply> replies;
         if (refused()) return degraded(client_->eviction_refusal());
         if (!client_->run(call, replies)) return degraded(client_->last_error());
+        if (found_evicting()) return degraded(client_->eviction_refusal());
         return finish(protocol::gcra_decode(replies[0], ps, costs, now_ns, user));
     }
 

@@ -324,7 +324,13 @@ class LeasedLimiter {
             client_->recheck_eviction();
             refuse = client_->evicting();
         }
-        const bool sent = !refuse && client_->run(call, replies);
+        bool sent = !refuse && client_->run(call, replies);
+        // The policy check that rode with this call may have found the
+        // server evicting: refused too, its lease unused.
+        if (sent && !opt_.allow_evicting_server && client_->evicting()) {
+            refuse = true;
+            sent = false;
+        }
         protocol::LeaseOutcome o;
         if (sent) o = protocol::lease_decode(replies[0], *charge_, cost, want, share, ret_n, at, key);
         const std::string why = refuse ? client_->eviction_refusal() : sent ? std::string() : client_->last_error();

@@ -82,6 +82,9 @@ class SlidingWindowLimiter {
             if (client_->evicting()) return degraded(client_->eviction_refusal());
         }
         if (!client_->run(call, replies)) return degraded(client_->last_error());
+        // The policy check that rode with this call may have found the
+        // server evicting: refused too (what the script charged stays).
+        if (!opt_.allow_evicting_server && client_->evicting()) return degraded(client_->eviction_refusal());
         const protocol::Outcome o = params_.decode(replies[0], cost, now_ns, key);
         return o.ok ? o.decision : degraded(o.error);
     }

@@ -201,6 +201,7 @@ struct Conn {
     std::size_t owed = 0;   // replies the server owes for commands appended
     bool unsent = false;    // appended bytes not yet all written
     bool timed_out = false;
+    bool fence = false;     // its last reply carried no token: the next use reads back an ECHO first
 
     bool alive() const noexcept { return ctx != nullptr; }
     bool fail(std::string why) {
@@ -226,7 +227,7 @@ struct Conn {
     bool open(const Address& a, Deadline deadline, const std::string& where) {
         ctx.reset();
         owed = 0;
-        unsent = timed_out = false;
+        unsent = timed_out = fence = false;
         const int family = a.storage.ss_family;
         const int fd = ::socket(family, SOCK_STREAM, 0);  // flags set apart: Apple lacks SOCK_NONBLOCK
         if (fd < 0) {

@@ -151,6 +151,8 @@ local function seal(out)
   out[n + 3] = ARGV[NA + 3]
   return out
 end
+-- An error reply ends with ' @' and the call's token, as seal ends an array.
+local function fail(msg) return redis.error_reply(msg .. ' @' .. ARGV[NA + 3]) end
 )lua";
 
 // GCRA over #KEYS keys, all or nothing (limits), six arguments per key.
@@ -239,7 +241,7 @@ for i = 1, NK do
       if th >= P or tl >= P then bad = 'holds an out-of-range state' end
     end
   end
-  if bad then return redis.error_reply('TALLYFOREIGN ' .. i .. ' ' .. bad) end
+  if bad then return fail('TALLYFOREIGN ' .. i .. ' ' .. bad) end
   local level, bh, bl, debt = cap, nh, nl, 0
   if th > nh or (th == nh and tl > nl) then
     local dh, dl = th - nh, tl - nl
@@ -466,12 +468,12 @@ if ARGV[1] == 's' then
 end
 local key = KEYS[1]
 local v = redis.pcall('GET', key)
-if type(v) == 'table' then return redis.error_reply('TALLYFOREIGN 1 holds a non-string value') end
+if type(v) == 'table' then return fail('TALLYFOREIGN 1 holds a non-string value') end
 local newest, c = 0, {}
 for i = 1, S do c[i] = 0 end
 if v then
   local sw, sn, list = string.match(v, '^w1:(%d+):(%d+):([%d,]+)$')
-  if not sw or tonumber(sw) ~= w then return redis.error_reply('TALLYFOREIGN 1 holds a string tally did not write with this bucket width') end
+  if not sw or tonumber(sw) ~= w then return fail('TALLYFOREIGN 1 holds a string tally did not write with this bucket width') end
   newest = tonumber(sn)
   local n = 0
   for d in string.gmatch(list, '%d+') do
@@ -480,7 +482,7 @@ if v then
     c[n] = tonumber(d)
     if c[n] >= 9007199254740992 then n = S + 1 break end
   end
-  if n ~= S or newest >= 9007199254740992 then return redis.error_reply('TALLYFOREIGN 1 holds a ring of another size') end
+  if n ~= S or newest >= 9007199254740992 then return fail('TALLYFOREIGN 1 holds a ring of another size') end
 elseif lost_within(S * w / 1000) then
   -- Missing shortly after a loss of state: the ring starts full.
   newest = b
