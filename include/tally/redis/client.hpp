@@ -34,11 +34,9 @@ namespace redis {
 
 /// Client: a pool of non-blocking connections to one Redis (or Valkey)
 /// server, over TCP or a unix socket, or to each master of a Redis Cluster.
-///
 /// - One deadline per call (now + command_timeout at entry), shared by every
-///   write, read, reload, redirect and wait for a connection of the call; at
-///   the deadline the call fails and the limiters answer their fail mode.
-///   Never throws on I/O, never hangs.
+///   write, read, reload, redirect and wait of the call; at the deadline the
+///   limiters answer their fail mode. Never throws on I/O, never hangs.
 /// - Nothing else happens inside a call. Names resolve at connect and then
 ///   in the background; each server has a background opener that connects,
 ///   authenticates, selects the database, reads the eviction policy and
@@ -47,23 +45,18 @@ namespace redis {
 ///   a call degraded for want of a connection has sent nothing and charged
 ///   no key; one that timed out after sending may still run on the server
 ///   and charge (its fail mode decided it).
-/// - Replies stay in step: each script reply, an error included, echoes its
-///   call's token (errors Redis raises itself cannot: after one, and after a
-///   plain command, the next use of the connection first reads back an ECHO
-///   of a fresh token); a connection is reused only with nothing unread; a
-///   reply that fails to decode or match closes it; a reply late past the
-///   deadline is drained in the background (within connect_timeout) and the
-///   connection reused.
+/// - Replies stay in step: each script reply echoes its call's token (after
+///   an error Redis raised or a plain command, the next use first reads back
+///   an ECHO of a fresh one); a connection is reused only with nothing
+///   unread; a reply that does not decode or match closes it; a late reply
+///   is drained in the background and the connection reused.
 /// - Eviction: maxmemory-policy is read on every new connection and again,
 ///   pipelined with a call, when 900 ms have passed since the last check was
 ///   sent; while it can evict keys with a TTL, evicting() is true and the
 ///   limiters refuse, the call whose check found it included. An error reply
 ///   to the check never clears a refusal.
-/// - Lost state (single server): a sentinel counter detects restarts without
-///   persistence, FLUSHALL and lossy failovers (see docs/redis.md).
-/// - Cluster: slot map from CLUSTER SLOTS, MOVED/ASK followed, TRYAGAIN and
-///   CLUSTERDOWN retried with backoff until the deadline.
-///
+/// - Lost state: a sentinel counter detects restarts, FLUSHALL and lossy
+///   failovers. Cluster: MOVED/ASK followed, TRYAGAIN retried to the deadline.
 /// Thread safety: every member is thread-safe.
 ///
 ///   auto client = tally::redis::Client::connect("127.0.0.1", 6379);

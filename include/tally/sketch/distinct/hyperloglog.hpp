@@ -77,10 +77,8 @@ enum class HllEstimator : std::uint8_t {
 /// 4-byte entry per distinct index of precision p' = 25 (26 in mode
 /// datasketches: one per DataSketches coupon), estimated by linear counting, nearly
 /// exact: |estimate - n| <= max(1, 0.002 n) in 99% of sketches while sparse.
-/// At m / 4 entries (the break-even with 2^p registers; mode datasketches:
-/// where DataSketches leaves coupon mode, 3/32 m + 1 entries from p = 8, 8
-/// below; being sorted inserts, filling the 196,609 of p = 21 takes about
-/// 1 s once) it turns dense.
+/// At m / 4 entries (mode datasketches: where DataSketches leaves coupon mode,
+/// 3/32 m + 1 entries from p = 8; docs/hyperloglog.md) it turns dense.
 /// Flajolet et al. (AofA 2007) registers with a 64-bit hash. While a sketch has
 /// only seen adds, estimate() is the HIP estimator (Ting, KDD 2014; Cohen,
 /// PODS 2014 / TKDE 2015): unbiased, RSE sqrt(ln 2) / sqrt(m) = 0.83 / sqrt(m)
