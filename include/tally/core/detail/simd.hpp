@@ -11,21 +11,21 @@
 //                        later), so 256-bit code needs no target attribute
 //
 // With TALLY_NO_SIMD defined all three are 0 and no intrinsic is compiled:
-// the scalar references run everywhere.
+// the scalar references run everywhere. The intrinsics headers are included
+// by the kernel files that use them, under these switches (<immintrin.h>
+// alone costs most of a second of compile time).
 #pragma once
 
 #include "../../detail/abi.hpp"
 
 #if !defined(TALLY_NO_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TALLY_SIMD_X86 1
-#include <immintrin.h>
 #else
 #define TALLY_SIMD_X86 0
 #endif
 
 #if !defined(TALLY_NO_SIMD) && defined(__aarch64__) && defined(__ARM_NEON)
 #define TALLY_SIMD_NEON 1
-#include <arm_neon.h>
 #else
 #define TALLY_SIMD_NEON 0
 #endif

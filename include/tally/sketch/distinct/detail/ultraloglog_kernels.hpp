@@ -19,6 +19,11 @@
 #include <cstdint>
 
 #include "../../../core/detail/simd.hpp"
+#if TALLY_SIMD_X86
+#include <immintrin.h>
+#elif TALLY_SIMD_NEON
+#include <arm_neon.h>
+#endif
 
 
 TALLY_BEGIN_NAMESPACE

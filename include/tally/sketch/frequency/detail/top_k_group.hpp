@@ -20,6 +20,9 @@
 #include <cstring>
 
 #include "../../../core/detail/simd.hpp"
+#if TALLY_SIMD_X86
+#include <emmintrin.h>
+#endif
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {

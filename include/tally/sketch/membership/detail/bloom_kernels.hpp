@@ -25,6 +25,11 @@
 #include <limits>
 
 #include "../../../core/detail/simd.hpp"
+#if TALLY_SIMD_X86
+#include <immintrin.h>
+#elif TALLY_SIMD_NEON
+#include <arm_neon.h>
+#endif
 #include "../../../core/hash.hpp"
 #include "../../../core/platform.hpp"
 #include "../../../detail/primitives.hpp"

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #if TALLY_SIMD_X86
+#include <immintrin.h>
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {
