@@ -1,4 +1,5 @@
 // Tests for tally::Reservoir (uniform reservoir sampling, Algorithm L).
+#include <tally/sketch/common/item_codec.hpp>  // the customisation point a user specialises
 #include <tally/sketch/sampling/reservoir.hpp>
 
 #include <algorithm>
