@@ -92,6 +92,7 @@ std::uint64_t ulps(double a, double b) {
 std::vector<std::byte> canonical(std::vector<std::byte> c) {
     const auto sort_words = [&c](std::size_t from) {
         std::vector<std::uint32_t> w((c.size() - from) / 4);
+        if (w.empty()) return;  // an empty LIST image: nothing to sort (and no null memcpy)
         std::memcpy(w.data(), c.data() + from, w.size() * 4);  // little-endian hosts
         std::sort(w.begin(), w.end());
         std::memcpy(c.data() + from, w.data(), w.size() * 4);
