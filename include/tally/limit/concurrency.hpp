@@ -310,7 +310,7 @@ class Gradient2 {
         const double queue = static_cast<double>(o_.queue_size);
         const double short_rtt = static_cast<double>(detail::java_long(rtt_ns));
         const double long_rtt = add_long_rtt(short_rtt);
-        if (long_rtt / short_rtt > 2) long_value_ = long_value_ * 0.95;
+        if (ratio_above_two(long_rtt, short_rtt)) long_value_ = long_value_ * 0.95;
         if (static_cast<double>(inflight) < est / 2) return limit_ = detail::java_d2i(est);
         const double gradient = detail::java_max(0.5, detail::java_min(1.0, o_.rtt_tolerance * long_rtt / short_rtt));
         double target = detail::rounded(est * gradient) + queue;
@@ -348,6 +348,17 @@ class Gradient2 {
             detail::throw_invalid_argument(std::string(who) + "long_window " + std::to_string(o.long_window) +
                                            " is outside [1, 2^31 - 1]");
         return o;
+    }
+
+    // Java's `a / b > 2`, without the division on the path most samples
+    // take. For b > 0, the rounded quotient exceeds 2 exactly when
+    // a / b > 2 + 2^-52 (the midpoint to 2's successor rounds to 2, even),
+    // i.e. a - 2b > b * 2^-52: 2b and b * 2^-52 are exact, and so is
+    // a - 2b wherever the answer is close (Sterbenz: 2b <= a <= 4b); outside
+    // that range its rounding cannot cross the bound.
+    static bool ratio_above_two(double a, double b) noexcept {
+        if (!(b > 0)) return a / b > 2;
+        return a - 2 * b > b * 0x1p-52;
     }
 
     // Netflix's ExpAvgMeasurement(long_window, 10).
