@@ -107,6 +107,19 @@ inline Outcome script_error(const Reply& r, std::span<const std::string_view> ke
 
 }  // namespace detail
 
+namespace detail {
+// A call on one key: the key, then the mode letter (caller or server time).
+inline Call one_key_call(Script script, std::string key, const char* mode, std::size_t num_args) {
+    Call c;
+    c.script = script;
+    c.num_keys = 1;
+    c.args.reserve(num_args);
+    c.args.push_back(std::move(key));
+    c.args.emplace_back(mode);
+    return c;
+}
+}  // namespace detail
+
 /// A Quota prepared for GCRA scripts: tally::Gcra's emission grid plus the
 /// constants the script needs. Throws std::invalid_argument for a quota
 /// Quota::validate refuses, or whose rate per microsecond in lowest terms
@@ -340,12 +353,7 @@ class SlidingParams {
 
     [[nodiscard]] Call call(std::string key, std::uint64_t cost, std::optional<std::uint64_t> now_ns,
                             std::uint64_t skew_ms = 0) const {
-        Call c;
-        c.script = Script::sliding_window;
-        c.num_keys = 1;
-        c.args.reserve(10);
-        c.args.push_back(std::move(key));
-        c.args.emplace_back(now_ns ? "c" : "s");
+        Call c = detail::one_key_call(Script::sliding_window, std::move(key), now_ns ? "c" : "s", 10);
         c.args.push_back(std::to_string(Slots));
         c.args.push_back(std::to_string(local_.quota().limit));
         c.args.push_back(std::to_string(std::min(cost, detail::max_cost_sent)));
@@ -422,12 +430,7 @@ struct LeaseOutcome {
 inline Call lease_call(std::string key, const GcraParams& params, std::uint64_t cost, std::uint64_t want,
                        std::uint64_t share, std::uint64_t ret_tat, std::uint64_t ret_n,
                        std::optional<std::uint64_t> now_ns, std::uint64_t skew_ms = 0) {
-    Call c;
-    c.script = Script::gcra;
-    c.num_keys = 1;
-    c.args.reserve(13);
-    c.args.push_back(std::move(key));
-    c.args.emplace_back(now_ns ? "k" : "l");
+    Call c = detail::one_key_call(Script::gcra, std::move(key), now_ns ? "k" : "l", 13);
     params.append_args(c.args, cost, now_ns, skew_ms);
     c.args.push_back(std::to_string(std::min(want, detail::max_cost_sent)));
     c.args.push_back(std::to_string(std::min(share, detail::max_cost_sent)));

@@ -377,6 +377,9 @@ class HyperLogLog {
     void raise(std::uint8_t from, std::uint8_t to) noexcept;
     // Histogram and kxq from the registers, after a bulk change.
     void rebuild_from_registers() const noexcept;
+    // Registers read from a foreign image: histogram rebuilt; no HIP history
+    // (its estimate is valid only for the empty sketch).
+    void adopt_registers() noexcept;
     bool same_registers(const HyperLogLog& other) const noexcept;
 
     // ---- sparse representation (detail/hyperloglog_sparse.hpp) ----

@@ -66,7 +66,7 @@ class ThetaSketch {
     /// theta as a 64-bit integer is a fraction of 2^63 - 1 (DataSketches' MAX_THETA).
     static constexpr std::uint64_t max_theta = detail::theta_max;
     /// DataSketches' default seed and its 16-bit seed hash, written in every image.
-    static constexpr std::uint64_t seed = detail::ds_hll_seed;
+    static constexpr std::uint64_t seed = detail::ds_default_seed;
     static constexpr std::uint16_t seed_hash = detail::ds_theta_seed_hash;
 
     /// Nominal entries k = 2^lg_k, lg_k in [5, 26] (else std::invalid_argument).

@@ -118,7 +118,7 @@ class TupleSketch : public detail::TupleBase<Summary> {
     template <class T, class V>
     void add(const T& item, const V& value) noexcept {
         detail::Hash128 h;
-        if (!detail::ds_hll_hash_item(item, h)) return;
+        if (!detail::ds_hash_item(item, h)) return;
         add_hash(h.h1, value);
     }
     /// add of an item whose MurmurHash3_x64_128 (seed 9001) first half is h1.
@@ -247,7 +247,7 @@ class ArrayOfDoublesSketch : public detail::TupleBase<double> {
     template <class T>
     void add(const T& item, std::span<const double> values) noexcept {
         detail::Hash128 h;
-        if (!detail::ds_hll_hash_item(item, h)) return;
+        if (!detail::ds_hash_item(item, h)) return;
         add_hash(h.h1, values);
     }
     template <class T>

@@ -328,6 +328,8 @@ class UltraLogLog {
     // (the rule and its kernels: detail/ultraloglog_kernels.hpp).
     static void merge_registers(std::uint8_t* __restrict a, const std::uint8_t* __restrict b, std::size_t m) noexcept;
 
+    // The precision and estimator state, the members copy and move share.
+    void copy_counts(const UltraLogLog& o) noexcept;
     void copy_from(const UltraLogLog& o);
 
     void move_from(UltraLogLog& o) noexcept;

@@ -10,6 +10,7 @@
 #include "../../../detail/abi.hpp"
 
 #include <bit>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -18,21 +19,22 @@
 #include <type_traits>
 
 #include "../../../core/hash.hpp"
+#include "../../common/detail/item_kind.hpp"
 #include "murmur3.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
 /// DataSketches' DEFAULT_SEED.
-inline constexpr std::uint64_t ds_hll_seed = 9001;
+inline constexpr std::uint64_t ds_default_seed = 9001;
 
 TALLY_ALWAYS_INLINE Hash128 ds_hash_bytes(const void* data, std::size_t len) noexcept {
-    return murmur3_x64_128_fast(data, len, ds_hll_seed);
+    return murmur3_x64_128_fast(data, len, ds_default_seed);
 }
 
 /// MurmurHash3_x64_128 (seed 9001) of the 8 little-endian bytes of v.
 TALLY_ALWAYS_INLINE Hash128 ds_hash_i64(std::int64_t v) noexcept {
-    return murmur3_x64_128_u64(static_cast<std::uint64_t>(v), ds_hll_seed);
+    return murmur3_x64_128_u64(static_cast<std::uint64_t>(v), ds_default_seed);
 }
 
 inline Hash128 ds_hash_double(double d) noexcept {
@@ -41,38 +43,42 @@ inline Hash128 ds_hash_double(double d) noexcept {
     return ds_hash_i64(static_cast<std::int64_t>(bits));
 }
 
-/// Hashes `item` as DataSketches' HllSketch::update overloads do. Returns
-/// false for the items update() ignores (empty strings, null pointers).
-template <class T>
-TALLY_ALWAYS_INLINE bool ds_hll_hash_item(const T& item, Hash128& out) noexcept {
-    using D = std::decay_t<T>;
-    if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
-        const char* s = item;
-        if (s == nullptr || *s == '\0') return false;
-        out = ds_hash_bytes(s, std::strlen(s));
-    } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
-        const std::string_view s = item;
-        if (s.empty()) return false;
-        out = ds_hash_bytes(s.data(), s.size());
-    } else if constexpr (std::is_same_v<D, std::span<const std::byte>> || std::is_same_v<D, std::span<std::byte>> ||
-                         std::is_same_v<D, std::span<const unsigned char>>) {
-        if (item.data() == nullptr) return false;
-        out = ds_hash_bytes(item.data(), item.size());
-    } else if constexpr (std::is_same_v<D, bool>) {
-        out = ds_hash_i64(item ? 1 : 0);
-    } else if constexpr (std::is_integral_v<D>) {
-        // 64-bit values as they are; narrower ones through their signed type,
-        // sign-extended (DataSketches casts uint32_t to int32_t first).
-        if constexpr (sizeof(D) == 8)
-            out = ds_hash_i64(static_cast<std::int64_t>(item));
-        else
-            out = ds_hash_i64(static_cast<std::int64_t>(static_cast<std::make_signed_t<D>>(item)));
-    } else if constexpr (std::is_floating_point_v<D>) {
-        out = ds_hash_double(static_cast<double>(item));
-    } else {
-        out = ds_hash_i64(static_cast<std::int64_t>(hash_of(item)));
+// The item kinds (item_kind.hpp) as DataSketches' update overloads hash
+// them; false for the items update() ignores (empty strings, null pointers).
+struct DsItemHasher {
+    Hash128& out;
+    bool operator()(ItemBytes b) const noexcept {
+        if (b.null || (b.text && b.size == 0)) return false;
+        out = ds_hash_bytes(b.data, b.size);
+        return true;
     }
-    return true;
+    bool operator()(bool v) const noexcept {
+        out = ds_hash_i64(v ? 1 : 0);
+        return true;
+    }
+    // 64-bit values as they are; narrower ones through their signed type,
+    // sign-extended (DataSketches casts uint32_t to int32_t first).
+    template <std::integral I>
+    bool operator()(I v) const noexcept {
+        out = ds_hash_i64(static_cast<std::int64_t>(static_cast<std::make_signed_t<I>>(v)));
+        return true;
+    }
+    template <std::floating_point F>
+    bool operator()(F v) const noexcept {
+        out = ds_hash_double(static_cast<double>(v));
+        return true;
+    }
+    bool operator()(ItemHashed h) const noexcept {
+        out = ds_hash_i64(static_cast<std::int64_t>(h.hash));
+        return true;
+    }
+};
+
+/// Hashes `item` as DataSketches' update overloads do (HllSketch, Theta,
+/// Tuple). Returns false for the items update() ignores.
+template <class T>
+TALLY_ALWAYS_INLINE bool ds_hash_item(const T& item, Hash128& out) noexcept {
+    return visit_item(item, DsItemHasher{out});
 }
 
 }  // namespace detail

@@ -63,7 +63,7 @@ TALLY_ALWAYS_INLINE void HyperLogLog::add(const T& item) noexcept {
         }
     } else if (TALLY_LIKELY(mode_ == HashMode::datasketches)) {
         detail::Hash128 h;
-        if (!detail::ds_hll_hash_item(item, h)) return;
+        if (!detail::ds_hash_item(item, h)) return;
         ++total_;
         if (TALLY_UNLIKELY(registers_.empty())) {
             if (decoded_list_.empty()) {
@@ -669,33 +669,14 @@ inline std::string HyperLogLog::to_redis() const {
 inline HyperLogLog HyperLogLog::from_redis(std::string_view s) {
     HyperLogLog out = redis_compatible();
     detail::redis_hll_decode(s, out.registers_);
-    out.rebuild_from_registers();
-    out.hip_valid_ = out.empty();
+    out.adopt_registers();
     return out;
 }
 
 template <class T>
     requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
 inline std::uint64_t HyperLogLog::redis_hash_of(const T& item) noexcept {
-    using D = std::decay_t<T>;
-    if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
-        const char* s = item;
-        return s == nullptr ? detail::redis_hll_hash({}) : detail::redis_hll_hash(std::string_view(s));
-    } else if constexpr (detail::HllByteString<T>) {
-        return detail::redis_hll_hash(std::string_view(item));
-    } else if constexpr (std::is_same_v<D, std::span<const std::byte>> ||
-                         std::is_same_v<D, std::span<std::byte>> ||
-                         std::is_same_v<D, std::span<const unsigned char>>) {
-        return detail::murmur64a(item.data(), item.size(), detail::redis_hll_seed);
-    } else if constexpr (std::is_same_v<D, bool>) {
-        return detail::redis_hll_hash(item ? "1" : "0");
-    } else if constexpr (std::is_integral_v<D>) {
-        char buf[24];
-        const auto res = std::to_chars(buf, buf + sizeof buf, item);
-        return detail::murmur64a(buf, static_cast<std::size_t>(res.ptr - buf), detail::redis_hll_seed);
-    } else {
-        return hash_of(item);
-    }
+    return detail::visit_item(item, detail::RedisItemHasher{});
 }
 
 // ---- Apache DataSketches interop -------------------------------------------
@@ -803,8 +784,7 @@ inline HyperLogLog HyperLogLog::from_postgres(std::span<const std::byte> bytes) 
         }
     } else if (img.type == detail::PgHllType::full) {
         out.registers_.assign(img.registers.begin(), img.registers.end());
-        out.rebuild_from_registers();
-        out.hip_valid_ = out.empty();
+        out.adopt_registers();
     }
     return out;
 }
@@ -812,27 +792,7 @@ inline HyperLogLog HyperLogLog::from_postgres(std::span<const std::byte> bytes) 
 template <class T>
     requires Hashable<std::decay_t<T>> || detail::HllByteString<T>
 inline std::uint64_t HyperLogLog::postgres_hash_of(const T& item) noexcept {
-    using D = std::decay_t<T>;
-    if constexpr (std::is_same_v<D, const char*> || std::is_same_v<D, char*>) {
-        const char* s = item;
-        return s == nullptr ? detail::pg_hll_hash_bytes(nullptr, 0) : detail::pg_hll_hash_bytes(s, std::strlen(s));
-    } else if constexpr (detail::HllByteString<T>) {
-        const std::string_view s = item;
-        return detail::pg_hll_hash_bytes(s.data(), s.size());
-    } else if constexpr (std::is_same_v<D, std::span<const std::byte>> || std::is_same_v<D, std::span<std::byte>> ||
-                         std::is_same_v<D, std::span<const unsigned char>>) {
-        return detail::pg_hll_hash_bytes(item.data(), item.size());
-    } else if constexpr (std::is_same_v<D, bool>) {
-        return detail::pg_hll_hash_integer(static_cast<std::uint8_t>(item ? 1 : 0));
-    } else if constexpr (std::is_integral_v<D>) {
-        return detail::pg_hll_hash_integer(item);
-    } else if constexpr (std::is_same_v<D, double>) {
-        return detail::pg_hll_hash_integer(std::bit_cast<std::uint64_t>(item));
-    } else if constexpr (std::is_same_v<D, float>) {
-        return detail::pg_hll_hash_integer(std::bit_cast<std::uint32_t>(item));
-    } else {
-        return hash_of(item);
-    }
+    return detail::visit_item(item, detail::PostgresItemHasher{});
 }
 
 // ---- private ---------------------------------------------------------------
@@ -892,6 +852,11 @@ inline void HyperLogLog::set_histogram_values(const std::uint32_t (&h)[64]) cons
         else
             kxq1_ += h[k] * detail::ds_inv_pow2(k);
     }
+}
+
+inline void HyperLogLog::adopt_registers() noexcept {
+    rebuild_from_registers();
+    hip_valid_ = empty();
 }
 
 inline void HyperLogLog::copy_from(const HyperLogLog& o) {

@@ -36,6 +36,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,6 +48,7 @@
 
 #include "../../../core/serialize.hpp"
 #include "../../../detail/throw.hpp"
+#include "../../common/detail/item_kind.hpp"
 #include "murmur3.hpp"
 #include "../hyperloglog_options.hpp"
 
@@ -97,6 +99,28 @@ inline std::uint64_t pg_hll_hash_integer(T v) noexcept {
         return pg_hll_hash_bytes(buf, sizeof(T));
     }
 }
+
+// The item kinds (item_kind.hpp) as the hll extension's hll_hash_* functions
+// hash them: bytes as they are, booleans as one byte, integers and floating
+// point as their own-width little-endian bits.
+struct PostgresItemHasher {
+    std::uint64_t operator()(ItemBytes b) const noexcept { return pg_hll_hash_bytes(b.data, b.size); }
+    std::uint64_t operator()(bool v) const noexcept { return pg_hll_hash_integer(static_cast<std::uint8_t>(v ? 1 : 0)); }
+    template <std::integral I>
+    std::uint64_t operator()(I v) const noexcept {
+        return pg_hll_hash_integer(v);
+    }
+    template <std::floating_point F>
+    std::uint64_t operator()(F v) const noexcept {
+        if constexpr (std::is_same_v<F, double>)
+            return pg_hll_hash_integer(std::bit_cast<std::uint64_t>(v));
+        else if constexpr (std::is_same_v<F, float>)
+            return pg_hll_hash_integer(std::bit_cast<std::uint32_t>(v));
+        else
+            return hash_of(v);
+    }
+    std::uint64_t operator()(ItemHashed h) const noexcept { return h.hash; }
+};
 
 /// A decoded `hll` value. EXPLICIT keeps its hashes; SPARSE its entries as
 /// (index << 8) | value, ascending; FULL its 2^log2m registers.

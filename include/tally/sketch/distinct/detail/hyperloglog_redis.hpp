@@ -33,6 +33,8 @@
 #include "../../../detail/abi.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -41,6 +43,7 @@
 #include <string_view>
 
 #include "../../../detail/throw.hpp"
+#include "../../common/detail/item_kind.hpp"
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {
@@ -88,6 +91,25 @@ inline constexpr std::uint8_t redis_hll_sparse = 1;
 inline std::uint64_t redis_hll_hash(std::string_view element) noexcept {
     return murmur64a(element.data(), element.size(), redis_hll_seed);
 }
+
+// The item kinds (item_kind.hpp) as PFADD sees them: an element is a string,
+// so booleans are "1" / "0" and integers their decimal digits; what Redis
+// cannot be sent as text (floating point, user types) keeps tally's hash.
+struct RedisItemHasher {
+    std::uint64_t operator()(ItemBytes b) const noexcept { return murmur64a(b.data, b.size, redis_hll_seed); }
+    std::uint64_t operator()(bool v) const noexcept { return redis_hll_hash(v ? "1" : "0"); }
+    template <std::integral I>
+    std::uint64_t operator()(I v) const noexcept {
+        char buf[24];
+        const auto res = std::to_chars(buf, buf + sizeof buf, v);
+        return murmur64a(buf, static_cast<std::size_t>(res.ptr - buf), redis_hll_seed);
+    }
+    template <std::floating_point F>
+    std::uint64_t operator()(F v) const noexcept {
+        return hash_of(v);
+    }
+    std::uint64_t operator()(ItemHashed h) const noexcept { return h.hash; }
+};
 
 /// Packs `count` registers (each < 64) as 6-bit fields, LSB-first, into `out`,
 /// which must hold count * 6 / 8 zeroed bytes (count a multiple of 4).

@@ -34,7 +34,7 @@ inline ThetaSketch::ThetaSketch(int lg_k) {
 template <class T>
 TALLY_ALWAYS_INLINE void ThetaSketch::add(const T& item) noexcept {
     detail::Hash128 h;
-    if (!detail::ds_hll_hash_item(item, h)) return;
+    if (!detail::ds_hash_item(item, h)) return;
     ++total_;
     offer(h.h1 >> 1);
 }

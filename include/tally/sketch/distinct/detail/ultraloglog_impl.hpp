@@ -329,13 +329,17 @@ inline void UltraLogLog::merge_registers(std::uint8_t* __restrict a, const std::
     detail::ull_merge_registers(a, b, m);
 }
 
-inline void UltraLogLog::copy_from(const UltraLogLog& o) {
+inline void UltraLogLog::copy_counts(const UltraLogLog& o) noexcept {
     p_ = o.p_;
     any_ = o.any_;
     martingale_ = o.martingale_;
     mart_estimate_ = o.mart_estimate_;
     change_sum_ = o.change_sum_;
     total_ = o.total_;
+}
+
+inline void UltraLogLog::copy_from(const UltraLogLog& o) {
+    copy_counts(o);
     // A pending list is never modified by const members: copied as it is.
     if (o.regs_state_.load(std::memory_order_acquire) == lazy_ready) {
         regs_ = o.regs_;
@@ -350,12 +354,7 @@ inline void UltraLogLog::copy_from(const UltraLogLog& o) {
 }
 
 inline void UltraLogLog::move_from(UltraLogLog& o) noexcept {
-    p_ = o.p_;
-    any_ = o.any_;
-    martingale_ = o.martingale_;
-    mart_estimate_ = o.mart_estimate_;
-    change_sum_ = o.change_sum_;
-    total_ = o.total_;
+    copy_counts(o);
     regs_ = std::move(o.regs_);
     sparse_ = std::move(o.sparse_);
     regs_state_.store(o.regs_state_.load(std::memory_order_relaxed), std::memory_order_relaxed);

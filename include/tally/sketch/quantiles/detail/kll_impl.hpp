@@ -59,11 +59,8 @@ KllSketch<T>& KllSketch<T>::operator=(const KllSketch& o) {
 }
 
 template <class T>
-KllSketch<T>::KllSketch(KllSketch&& o) noexcept
-    : caps_(o.caps_), levels_(o.levels_), items_(std::move(o.items_)), n_(o.n_), seed_(o.seed_), rng_(o.rng_),
-      min_(o.min_), max_(o.max_), cap_(o.cap_), base_(o.base_), k_(o.k_), min_k_(o.min_k_), num_levels_(o.num_levels_),
-      sorted0_(o.sorted0_), view_ok_(o.view_ok_), view_(std::move(o.view_)) {
-    o.reset_empty();
+KllSketch<T>::KllSketch(KllSketch&& o) noexcept : caps_(o.caps_) {
+    *this = std::move(o);
 }
 
 template <class T>
@@ -295,43 +292,46 @@ const typename KllSketch<T>::SortedView& KllSketch<T>::sorted_view() const {
     return view_;
 }
 
+namespace detail {
+// A bucket index over m ascending keys key_at(0..m-1) whose largest is
+// `span`: buckets of 2^shift (the smallest shift with at most 2 m buckets),
+// out[b] = the first i < limit with key_at(i) >= b << shift (limit when
+// none). Returns the shift; an empty index (shift 0) when m = 0.
+template <class Key, class KeyAt>
+int kll_bucket_index(std::size_t m, Key span, std::size_t limit, KeyAt key_at, std::vector<std::uint32_t>& out) {
+    out.clear();
+    if (m == 0) return 0;
+    int shift = 0;
+    while ((span >> shift) >= 2 * m) ++shift;
+    const std::size_t buckets = static_cast<std::size_t>(span >> shift) + 1;
+    out.resize(buckets);
+    std::size_t i = 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+        const Key start = static_cast<Key>(b) << shift;
+        while (i < limit && key_at(i) < start) ++i;
+        out[b] = static_cast<std::uint32_t>(i);
+    }
+    return shift;
+}
+}  // namespace detail
+
 template <class T>
 void KllSketch<T>::SortedView::index_weights() {
     const std::size_t m = cum_.size();
-    first_at_.clear();
-    shift_ = 0;
-    if (m == 0) return;
-    const std::uint64_t total = cum_.back();
-    while ((total >> shift_) >= 2 * m) ++shift_;
-    const std::size_t buckets = static_cast<std::size_t>(total >> shift_) + 1;
-    first_at_.resize(buckets);
-    std::size_t i = 0;
-    for (std::size_t b = 0; b < buckets; ++b) {
-        const std::uint64_t start = static_cast<std::uint64_t>(b) << shift_;
-        while (i + 1 < m && cum_[i] < start) ++i;
-        first_at_[b] = static_cast<std::uint32_t>(i);
-    }
+    // The last item answers every weight up to n, so no bucket points past it.
+    shift_ = detail::kll_bucket_index(m, m ? cum_.back() : 0, m ? m - 1 : 0,
+                                      [&](std::size_t i) { return cum_[i]; }, first_at_);
 }
 
 template <class T>
 void KllSketch<T>::SortedView::index_items() {
     const std::size_t m = items_.size();
-    below_.clear();
-    key_shift_ = 0;
-    if (m == 0) return;
-    key_lo_ = order_key(items_.front());
-    key_hi_ = order_key(items_.back());
-    const Key span = key_hi_ - key_lo_;
-    while ((span >> key_shift_) >= 2 * m) ++key_shift_;
-    const std::size_t buckets = static_cast<std::size_t>(span >> key_shift_) + 1;
-    below_.resize(buckets + 1);
-    std::size_t i = 0;
-    for (std::size_t b = 0; b < buckets; ++b) {
-        const Key start = key_lo_ + (static_cast<Key>(b) << key_shift_);
-        while (i < m && order_key(items_[i]) < start) ++i;
-        below_[b] = static_cast<std::uint32_t>(i);
-    }
-    below_[buckets] = static_cast<std::uint32_t>(m);
+    key_lo_ = m ? order_key(items_.front()) : 0;
+    key_hi_ = m ? order_key(items_.back()) : 0;
+    key_shift_ = detail::kll_bucket_index(
+        m, static_cast<Key>(key_hi_ - key_lo_), m,
+        [&](std::size_t i) { return static_cast<Key>(order_key(items_[i]) - key_lo_); }, below_);
+    if (m) below_.push_back(static_cast<std::uint32_t>(m));
 }
 
 template <class T>

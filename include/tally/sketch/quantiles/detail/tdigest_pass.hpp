@@ -25,6 +25,31 @@ namespace detail {
 /// they are merged with their neighbours, as continuous data is.
 inline constexpr double tdigest_point_mass_fraction = 1.0 / 16;
 
+/// The unit-weight values of a merge pass, as sort keys, ascending.
+struct TDigestUnits {
+    const std::uint64_t* u;
+    const std::uint64_t* u_end;
+    double um;  // the value of *u, +inf at the end
+
+    TDigestUnits(const std::uint64_t* keys, std::size_t nk) noexcept : u(keys), u_end(keys + nk) {
+        um = u != u_end ? tdigest_unkey(*u) : std::numeric_limits<double>::infinity();
+    }
+    [[nodiscard]] bool more() const noexcept { return u != u_end; }
+    // Whether the next unit comes before centroid r (nullptr: none left);
+    // on a tie the lighter goes first.
+    template <class C>
+    [[nodiscard]] bool before(const C* r) const noexcept {
+        return u != u_end && (r == nullptr || um < r->mean || (um == r->mean && 1.0 < r->weight));
+    }
+    void take(double& m, double& w, double& pw) noexcept {
+        m = um;
+        w = 1;
+        pw = 1;
+        ++u;
+        um = u != u_end ? tdigest_unkey(*u) : std::numeric_limits<double>::infinity();
+    }
+};
+
 /// The input of a merge pass: three sorted streams read in (mean, weight)
 /// order, centroids of the digest, records (weighted values of add, or
 /// centroids of a merge) and unit-weight values as sort keys. A callable
@@ -35,51 +60,37 @@ struct TDigestStream {
     const C* c_end;
     const C* b;
     const C* b_end;
-    const std::uint64_t* u;
-    const std::uint64_t* u_end;
-    double um;         // the value of *u, +inf at the end
+    TDigestUnits units;
     bool records_raw;  // the records are values of add, not centroids
 
     TDigestStream(const C* cs, std::size_t nc, const C* rs, std::size_t nr, const std::uint64_t* keys,
                   std::size_t nk, bool raw) noexcept
-        : c(cs), c_end(cs + nc), b(rs), b_end(rs + nr), u(keys), u_end(keys + nk), records_raw(raw) {
-        um = u != u_end ? tdigest_unkey(*u) : std::numeric_limits<double>::infinity();
-    }
+        : c(cs), c_end(cs + nc), b(rs), b_end(rs + nr), units(keys, nk), records_raw(raw) {}
 
     /// The usual case, centroids and unit-weight values only.
     struct Plain {
         const C* c;
         const C* c_end;
-        const std::uint64_t* u;
-        const std::uint64_t* u_end;
-        double um;
+        TDigestUnits units;
         bool operator()(double& m, double& w, double& pw) noexcept {
-            if (u != u_end && (c == c_end || um < c->mean || (um == c->mean && 1.0 < c->weight))) {
-                m = um;
-                w = 1;
-                pw = 1;
-                ++u;
-                um = u != u_end ? tdigest_unkey(*u) : std::numeric_limits<double>::infinity();
+            if (units.before(c != c_end ? c : nullptr)) {
+                units.take(m, w, pw);
             } else {
                 m = c->mean;
                 w = c->weight;
                 pw = 0;
                 ++c;
             }
-            return u != u_end || c != c_end;
+            return units.more() || c != c_end;
         }
     };
-    Plain without_records() const noexcept { return Plain{c, c_end, u, u_end, um}; }
+    Plain without_records() const noexcept { return Plain{c, c_end, units}; }
 
     bool operator()(double& m, double& w, double& pw) noexcept {
         const bool from_b = b != b_end && (c == c_end || tdigest_less(*b, *c));
         const C* r = from_b ? b : (c != c_end ? c : nullptr);
-        if (u != u_end && (r == nullptr || um < r->mean || (um == r->mean && 1.0 < r->weight))) {
-            m = um;
-            w = 1;
-            pw = 1;
-            ++u;
-            um = u != u_end ? tdigest_unkey(*u) : std::numeric_limits<double>::infinity();
+        if (units.before(r)) {
+            units.take(m, w, pw);
         } else {
             m = r->mean;
             w = r->weight;
@@ -89,7 +100,7 @@ struct TDigestStream {
             else
                 ++c;
         }
-        return u != u_end || b != b_end || c != c_end;
+        return units.more() || b != b_end || c != c_end;
     }
 };
 
