@@ -143,9 +143,9 @@ class ThetaSketch {
     void grow_or_rebuild() noexcept;
     void expand() noexcept;
     void assign_hashes(const std::uint64_t* h, std::size_t n, std::uint64_t theta);
-    void keep_below(std::uint64_t t);
-    void keep_smallest_k();
     void fold_by_selection(const ThetaSketch& other);
+    void merge_sorted(const ThetaSketch& other);
+    void keep_sorted(std::vector<std::uint64_t>& h, std::uint64_t t);
 
     std::uint64_t theta_ = max_theta;
     std::uint64_t total_ = 0;

@@ -185,6 +185,8 @@ struct ThetaAccess {
         return s;
     }
     static bool compact(const ThetaSketch& s) noexcept { return s.slots_.empty(); }
+    // into (compact) = the union rule on into and other, at into's lg_k.
+    static void merge_sorted(ThetaSketch& into, const ThetaSketch& other) { into.merge_sorted(other); }
     static const std::vector<std::uint64_t>& slots(const ThetaSketch& s) noexcept { return s.slots_; }
     static const std::vector<std::uint64_t>& sorted(const ThetaSketch& s) noexcept { return s.sorted_; }
     // Room gather_below may need.
@@ -337,71 +339,101 @@ inline ThetaSketch& ThetaSketch::merge(const ThetaSketch& other) {
         const ThetaSketch copy = other;
         return merge(copy);
     }
-    // In place: the other's hashes below the least theta go into this table
-    // (a rebuild only if it fills), then the k smallest are kept, so the
-    // result is theta_union's (same hashes and theta) without building a
-    // new sketch per merge.
+    // The union rule (theta = the least theta, the hashes below it, trimmed
+    // to the k smallest) kept in compact form: merging into it is one pass
+    // over two ascending runs that stops at the (k+1)-th hash, rather than a
+    // table to probe and trim after every merge. A table (after adds, or the
+    // first merge's copy) is folded by selection once.
     total_ += other.total_;
-    if (slots_.empty()) expand();
-    if (other.theta_ < theta_) keep_below(other.theta_);
-    // The other's hashes spread uniformly below its theta: about this many
-    // fall below ours.
-    const double incoming = static_cast<double>(other.count_) *
-                            std::min(1.0, static_cast<double>(theta_) / static_cast<double>(other.theta_));
-    if (static_cast<double>(count_) + incoming > 0.7 * static_cast<double>(slots_.size()) && lg_size_ > lg_k_) {
-        // Would fill the table past 70%: probing (and trimming) a nearly full
-        // table costs more than selecting the k smallest of both at once.
+    if (!slots_.empty())
         fold_by_selection(other);
-        return *this;
-    }
-    if (other.slots_.empty()) {
-        for (const std::uint64_t v : other.sorted_) {
-            if (v >= theta_) break;  // ascending; theta_ only falls
-            insert(v);
-        }
-    } else {
-        // Gather the candidates branch-free first (most slots are free or at
-        // or above theta), then insert them.
-        std::vector<std::uint64_t>& in = detail::theta_scratch().sorted;
-        in.resize(other.slots_.size());
-        const std::size_t n = detail::theta_gather_below(other.slots_, theta_, in.data(), 0);
-        for (std::size_t j = 0; j < n; ++j)
-            if (in[j] < theta_) insert(in[j]);  // theta_ falls if the table is rebuilt on the way
-    }
-    if (count_ > (std::uint32_t{1} << lg_k_)) keep_smallest_k();
+    else
+        merge_sorted(other);
     return *this;
 }
 
-// Drops the retained hashes at or above t (< theta_) and makes t theta.
-inline void ThetaSketch::keep_below(std::uint64_t t) {
-    std::vector<std::uint64_t>& live = detail::theta_scratch().pool;
-    live.resize(slots_.size());
-    const std::size_t n = detail::theta_gather_below(slots_, t, live.data(), 0);
-    assign_hashes(live.data(), n, t);
-    detail::theta_scratch().trim();
-}
-
-// The union rule on both sketches' hashes below theta_, into this table.
+// The union rule on both sketches' hashes below the least theta, kept
+// compact.
 inline void ThetaSketch::fold_by_selection(const ThetaSketch& other) {
+    const std::uint64_t theta = std::min(theta_, other.theta_);
     detail::ThetaScratch& scratch = detail::theta_scratch();
     std::vector<std::uint64_t>& pool = scratch.pool;
-    pool.resize(slots_.size() + detail::ThetaAccess::room(other));
-    std::size_t n = detail::theta_gather_below(slots_, theta_, pool.data(), 0);
-    n = detail::ThetaAccess::gather_below(other, theta_, pool.data(), n);
-    std::vector<std::uint64_t> kept;
-    const std::uint64_t t =
-        detail::theta_select_smallest(pool, n, theta_, std::size_t{1} << lg_k_, kept, scratch);
-    assign_hashes(kept.data(), kept.size(), t);
+    pool.resize(detail::ThetaAccess::room(*this) + detail::ThetaAccess::room(other));
+    std::size_t n = detail::ThetaAccess::gather_below(*this, theta, pool.data(), 0);
+    n = detail::ThetaAccess::gather_below(other, theta, pool.data(), n);
+    std::vector<std::uint64_t>& kept = scratch.run;
+    const std::uint64_t t = detail::theta_select_smallest(pool, n, theta, std::size_t{1} << lg_k_, kept, scratch);
+    keep_sorted(kept, t);
     scratch.trim();
 }
 
-// The union rule's trim: the k smallest retained, theta the (k+1)-th.
-inline void ThetaSketch::keep_smallest_k() {
+// This sketch compact: its ascending hashes and the other's candidates (a
+// prefix of a compact sketch, or the k smallest of a table's) merged up to
+// the (k+1)-th distinct hash.
+inline void ThetaSketch::merge_sorted(const ThetaSketch& other) {
     const std::size_t k = std::size_t{1} << lg_k_;
-    theta_ = detail::theta_trim_table(slots_, count_, theta_, k, detail::theta_scratch().pool,
-                                      [](std::size_t, std::size_t) {});
-    count_ = static_cast<std::uint32_t>(k);
-    detail::theta_scratch().trim();
+    std::uint64_t theta = std::min(theta_, other.theta_);
+    detail::ThetaScratch& scratch = detail::theta_scratch();
+    std::span<const std::uint64_t> theirs;
+    if (detail::ThetaAccess::compact(other)) {
+        theirs = detail::ThetaAccess::sorted_below(other, theta);
+    } else {
+        std::vector<std::uint64_t>& pool = scratch.pool;
+        pool.resize(other.slots_.size());
+        const std::size_t n = detail::theta_gather_below(other.slots_, theta, pool.data(), 0);
+        // Only the other's k + 1 smallest can be among the union's.
+        theta = detail::theta_select_smallest(pool, n, theta, k, scratch.run, scratch);
+        theirs = scratch.run;
+    }
+    const std::uint64_t* x = sorted_.data();
+    const std::uint64_t* const x_end = x + (std::lower_bound(sorted_.begin(), sorted_.end(), theta) - sorted_.begin());
+    const std::uint64_t* y = theirs.data();
+    const std::uint64_t* const y_end = y + theirs.size();
+    std::vector<std::uint64_t>& out = scratch.merged;
+    out.resize(std::min(k + 1, static_cast<std::size_t>(x_end - x) + theirs.size()));
+    const std::size_t cap = out.size();
+    std::size_t n = 0;
+    // Usually far fewer of theirs than ours: copy our run below each of
+    // theirs whole, found by galloping from where the last one stopped.
+    for (; n < cap && y != y_end; ++y) {
+        const std::uint64_t b = *y;
+        const std::uint64_t* lo = x;
+        const std::uint64_t* hi = x;
+        for (std::size_t step = 1; hi != x_end && *hi < b; step <<= 1) {
+            lo = hi + 1;
+            hi = static_cast<std::size_t>(x_end - hi) > step ? hi + step : x_end;
+        }
+        const std::uint64_t* run_end = std::lower_bound(lo, hi, b);
+        const std::size_t len = std::min(static_cast<std::size_t>(run_end - x), cap - n);
+        std::copy(x, x + len, out.data() + n);
+        n += len;
+        x += len;
+        if (n == cap) break;
+        if (x != x_end && *x == b) ++x;  // in both: one copy
+        out[n++] = b;
+    }
+    const std::size_t rest = std::min(static_cast<std::size_t>(x_end - x), cap - n);
+    std::copy(x, x + rest, out.data() + n);
+    n += rest;
+    if (n > k) {
+        theta = out[k];
+        n = k;
+    }
+    out.resize(n);
+    sorted_.swap(out);
+    count_ = static_cast<std::uint32_t>(n);
+    theta_ = theta;
+    scratch.trim();
+}
+
+// Makes h (ascending, distinct, below t) the retained hashes, compact.
+inline void ThetaSketch::keep_sorted(std::vector<std::uint64_t>& h, std::uint64_t t) {
+    sorted_.swap(h);
+    std::vector<std::uint64_t>().swap(slots_);
+    lg_size_ = 0;
+    capacity_ = 0;
+    count_ = static_cast<std::uint32_t>(sorted_.size());
+    theta_ = t;
 }
 
 inline ThetaSketch theta_union(std::span<const ThetaSketch* const> sketches, int lg_k) {

@@ -159,9 +159,23 @@ std::uint64_t theta_trim_table(std::vector<std::uint64_t>& slots, std::uint32_t 
 inline std::size_t theta_gather_below(const std::vector<std::uint64_t>& slots, std::uint64_t theta,
                                       std::uint64_t* out, std::size_t n) noexcept {
     const std::uint64_t limit = theta - 1;  // v - 1 < theta - 1 <=> 0 < v < theta
-    for (const std::uint64_t v : slots) {
-        out[n] = v;
-        n += (v - 1) < limit ? 1 : 0;
+    const std::uint64_t* s = slots.data();
+    const std::size_t size = slots.size();
+    std::size_t i = 0;
+    // Groups of four first: once theta is low most groups hold no candidate,
+    // and one predictable test skips them.
+    for (; i + 4 <= size; i += 4) {
+        const bool any = ((s[i] - 1) < limit) | ((s[i + 1] - 1) < limit) | ((s[i + 2] - 1) < limit) |
+                         ((s[i + 3] - 1) < limit);
+        if (!any) continue;
+        for (std::size_t j = i; j < i + 4; ++j) {
+            out[n] = s[j];
+            n += (s[j] - 1) < limit ? 1 : 0;
+        }
+    }
+    for (; i < size; ++i) {
+        out[n] = s[i];
+        n += (s[i] - 1) < limit ? 1 : 0;
     }
     return n;
 }
@@ -178,6 +192,8 @@ struct ThetaScratch {
     std::vector<std::uint32_t> next;
     std::vector<std::uint64_t> pool;
     std::vector<std::uint64_t> sorted;
+    std::vector<std::uint64_t> run;     // a merge's candidates, ascending
+    std::vector<std::uint64_t> merged;  // a merge's result, swapped into the sketch
 
     /// Releases whatever grew past keep_bytes (called when a union ends).
     void trim() noexcept {
@@ -186,6 +202,8 @@ struct ThetaScratch {
         release_if_large(next);
         release_if_large(pool);
         release_if_large(sorted);
+        release_if_large(run);
+        release_if_large(merged);
     }
 
   private:
@@ -240,12 +258,22 @@ inline std::uint64_t theta_select_smallest(std::vector<std::uint64_t>& pool, std
     }
     result.reserve(std::min(n, k + 1));
     for (std::size_t b = 0; b < buckets; ++b) {
-        auto first = sorted.begin() + start[b];
-        auto last = sorted.begin() + start[b + 1];
+        std::uint64_t* first = sorted.data() + start[b];
+        std::uint64_t* last = sorted.data() + start[b + 1];
         if (first == last) continue;
-        std::sort(first, last);
-        last = std::unique(first, last);
-        for (auto it = first; it != last; ++it) {
+        // Buckets hold a few hashes each: insertion sort them in line.
+        if (last - first <= 16) {
+            for (std::uint64_t* i = first + 1; i < last; ++i) {
+                const std::uint64_t v = *i;
+                std::uint64_t* j = i;
+                for (; j > first && j[-1] > v; --j) *j = j[-1];
+                *j = v;
+            }
+        } else {
+            std::sort(first, last);
+        }
+        for (const std::uint64_t* it = first; it != last; ++it) {
+            if (!result.empty() && result.back() == *it) continue;  // a duplicate (ascending: adjacent)
             if (result.size() == k) return *it;  // the (k+1)-th smallest distinct hash
             result.push_back(*it);
         }
