@@ -99,7 +99,7 @@ struct FixedQuotaAtomicGcra {
         }
     }
     alignas(128) std::atomic<std::uint64_t> word{0};
-    tally::detail::EmissionGrid grid;
+    tally::EmissionGrid grid;
 };
 
 void BM_atomic_gcra_fixed_quota_baseline(benchmark::State& state) { BM_shared<FixedQuotaAtomicGcra>(state); }

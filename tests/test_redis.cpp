@@ -157,7 +157,7 @@ TEST_CASE("redis protocol: hostile and inconsistent replies are refused", "[redi
     using tally::redis::protocol::gcra_batch_decode;
     using tally::redis::protocol::Outcome;
     const tally::Gcra ten(Quota::per_second(10));
-    const std::uint64_t ahead = tally::detail::EmissionGrid(Quota::per_second(10)).index(now) + 4;
+    const std::uint64_t ahead = tally::EmissionGrid(Quota::per_second(10)).index(now) + 4;
     auto decide = [&](std::uint64_t tat) {
         tally::Gcra::State st{tat};
         return ten.try_acquire(st, now, 1);
@@ -551,7 +551,7 @@ TEST_CASE("redis GcraLimiter: N clients on one key never admit more than one Gcr
     for (auto& t : threads) t.join();
     const std::uint64_t end_us = server_us(admin);
     // One Gcra over [start, end]: at most burst + index(end) - index(start).
-    const tally::detail::EmissionGrid grid(q);
+    const tally::EmissionGrid grid(q);
     const std::uint64_t bound = q.capacity() + grid.index(end_us * 1000) - grid.index(start_us * 1000);
     INFO("admitted " << admitted << " bound " << bound);
     CHECK(degraded == 0);
@@ -628,7 +628,7 @@ TEST_CASE("redis GcraLimiter: several limits, all or nothing", "[redis]") {
         const std::uint64_t global_left = limiter.try_acquire("cg", global_q, 0).remaining;
         const std::uint64_t end_us = server_us(client);
         const auto ticks = [&](const Quota& q) {
-            const tally::detail::EmissionGrid grid(q);
+            const tally::EmissionGrid grid(q);
             return static_cast<int>(grid.index(end_us * 1000) - grid.index(start_us * 1000));
         };
         const int user_ticks = ticks(user_q), tenant_ticks = ticks(tenant_q), global_ticks = ticks(global_q);

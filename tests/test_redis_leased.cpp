@@ -36,7 +36,7 @@ constexpr std::uint64_t kSecond = 1'000'000'000;
 // the best i <= j maximises index(a_i - slack - 1) - i.
 long long window_excess(std::vector<std::uint64_t> a, const Quota& q, std::uint64_t slack) {
     std::sort(a.begin(), a.end());
-    const tally::detail::EmissionGrid g(q);
+    const tally::EmissionGrid g(q);
     const auto b = static_cast<long long>(q.capacity());
     auto before = [&](std::uint64_t t) {
         return t > slack + 1 ? static_cast<long long>(g.index(t - slack - 1)) : 0LL;
@@ -55,7 +55,7 @@ long long window_excess(std::vector<std::uint64_t> a, const Quota& q, std::uint6
 // request at t0, against b + index(e) - index(t0 - 1).
 long long cumulative_excess(std::vector<std::uint64_t> a, const Quota& q, std::uint64_t t0) {
     std::sort(a.begin(), a.end());
-    const tally::detail::EmissionGrid g(q);
+    const tally::EmissionGrid g(q);
     long long worst = -static_cast<long long>(q.capacity());
     for (std::size_t j = 0; j < a.size(); ++j)
         worst = std::max(worst, static_cast<long long>(j) + 1 - static_cast<long long>(q.capacity()) -
@@ -316,7 +316,7 @@ TEST_CASE("LeasedLimiter fleet, caller's time: never more than one Gcra, over ev
         if (demand > 1.5) {
             // Saturated: the fleet admits >= 90% of the quota (beyond the
             // burst leases are charged against: 1000 - 4 x 64 = 744).
-            const tally::detail::EmissionGrid g(q);
+            const tally::EmissionGrid g(q);
             const double quota = static_cast<double>(g.index(f.t1) - g.index(f.t0));
             CHECK(static_cast<double>(f.admitted.size()) - 744.0 >= 0.9 * quota);
         }

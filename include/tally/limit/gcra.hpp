@@ -82,7 +82,7 @@ class Gcra : public detail::SingleStateLimiter<Gcra> {
     static constexpr const char* set_quota_site = "tally::Gcra::set_quota";
 
     Quota quota_;
-    detail::EmissionGrid grid_;
+    EmissionGrid grid_;
     State state_{};
 };
 

@@ -222,7 +222,7 @@ class ConcurrentKeyedLimiter {
         const std::uint64_t h = hash(key);
         Shard& sh = shard(h);
         sh.table.prefetch(h);  // overlap the table miss with taking the lock
-        const std::lock_guard<detail::KeyedSpinLock> guard(sh.lock);
+        const std::lock_guard<detail::SpinLock> guard(sh.lock);
         return sh.table.acquire(key, h, now_ns, cost, tier);
     }
 
@@ -236,7 +236,7 @@ class ConcurrentKeyedLimiter {
             [&](std::uint64_t h) { shard(h).table.prefetch(h); },
             [&](std::size_t i, std::uint64_t h) {
                 Shard& sh = shard(h);
-                const std::lock_guard<detail::KeyedSpinLock> guard(sh.lock);
+                const std::lock_guard<detail::SpinLock> guard(sh.lock);
                 out[i] = sh.table.acquire(keys[i], h, now_ns, cost, tier);
             });
     }
@@ -269,7 +269,7 @@ class ConcurrentKeyedLimiter {
     std::size_t evict_idle(std::uint64_t now_ns, std::size_t max_groups_per_shard = 256) noexcept {
         std::size_t freed = 0;
         for (auto& sh : shards_) {
-            const std::lock_guard<detail::KeyedSpinLock> guard(sh->lock);
+            const std::lock_guard<detail::SpinLock> guard(sh->lock);
             freed += sh->table.evict_idle(now_ns, max_groups_per_shard);
         }
         return freed;
@@ -284,14 +284,14 @@ class ConcurrentKeyedLimiter {
         set_tier(tier, Limiter(quota), now_ns);
     }
     [[nodiscard]] Quota quota(std::size_t tier = 0) const noexcept {
-        const std::lock_guard<detail::KeyedSpinLock> guard(shards_.back()->lock);
+        const std::lock_guard<detail::SpinLock> guard(shards_.back()->lock);
         return shards_.back()->table.limiter(tier < tier_count() ? tier : 0).quota();
     }
     [[nodiscard]] std::size_t tier_count() const noexcept { return shards_[0]->table.tier_count(); }
 
     [[nodiscard]] bool contains(Lookup key) const noexcept {
         Shard& sh = shard(hash(key));
-        const std::lock_guard<detail::KeyedSpinLock> guard(sh.lock);
+        const std::lock_guard<detail::SpinLock> guard(sh.lock);
         return sh.table.contains(key);
     }
 
@@ -323,7 +323,7 @@ class ConcurrentKeyedLimiter {
   private:
     struct alignas(false_sharing_size) Shard {
         Shard(const std::vector<Limiter>& p, std::size_t cap, Seed seed, const Hash& h) : table(p, cap, seed, h) {}
-        mutable detail::KeyedSpinLock lock;
+        mutable detail::SpinLock lock;
         alignas(false_sharing_size) Inner table;
     };
 
@@ -331,7 +331,7 @@ class ConcurrentKeyedLimiter {
 
     void set_tier(std::size_t tier, const Limiter& next, std::uint64_t now_ns) {
         for (auto& sh : shards_) {
-            const std::lock_guard<detail::KeyedSpinLock> guard(sh->lock);
+            const std::lock_guard<detail::SpinLock> guard(sh->lock);
             sh->table.set_policy(tier, next, now_ns);
         }
     }
@@ -340,7 +340,7 @@ class ConcurrentKeyedLimiter {
     auto sum(F f) const noexcept {
         decltype(f(shards_[0]->table)) total = 0;
         for (const auto& sh : shards_) {
-            const std::lock_guard<detail::KeyedSpinLock> guard(sh->lock);
+            const std::lock_guard<detail::SpinLock> guard(sh->lock);
             total += f(sh->table);
         }
         return total;

@@ -25,7 +25,7 @@ TALLY_BEGIN_NAMESPACE
 /// communications", 1986; RFC 2697/2698 describe the metered form).
 ///
 /// Exact integer refill: tokens arrive one at a time at the instants k*T of a
-/// grid counted from time 0 (T an exact rational, detail::EmissionGrid), so
+/// grid counted from time 0 (T an exact rational, EmissionGrid), so
 /// the bucket never holds a fractional token and in any interval (s, e] at
 /// most b + index(e) - index(s) tokens are spent. Gcra on the same Quota
 /// decides identically on every stream (it stores origin + missing in 8 bytes).
@@ -133,7 +133,7 @@ class TokenBucket : public detail::SingleStateLimiter<TokenBucket> {
     }
 
     Quota quota_;
-    detail::EmissionGrid grid_;
+    EmissionGrid grid_;
     State state_{};
 };
 

@@ -21,7 +21,7 @@
 
 #include "../core/hash.hpp"
 #include "../detail/primitives.hpp"
-#include "../limit/detail/keyed_table.hpp"
+#include "../core/detail/spin_lock.hpp"
 #include "client.hpp"
 #include "detail/fail_log.hpp"
 #include "options.hpp"
@@ -237,14 +237,14 @@ class LeasedLimiter {
         bool operator()(const std::string& a, const Hashed& b) const noexcept { return a == b.key; }
     };
     struct alignas(tally::cache_line_size) Shard {
-        mutable tally::detail::KeyedSpinLock mu;
+        mutable tally::detail::SpinLock mu;
         std::unordered_map<std::string, Lease, Hash, Eq> map;
         // The last entry used: a hot key skips the bucket search (the
         // modulo by a prime bucket count). Nodes are stable until erased.
         std::pair<const std::string, Lease>* last = nullptr;
         std::size_t last_hash = 0;
     };
-    using Guard = std::lock_guard<tally::detail::KeyedSpinLock>;
+    using Guard = std::lock_guard<tally::detail::SpinLock>;
 
     static std::uint64_t steady_ns() noexcept {
         return static_cast<std::uint64_t>(

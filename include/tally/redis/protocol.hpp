@@ -139,7 +139,7 @@ class GcraParams {
         ms_per_unit_ = buf;
     }
     [[nodiscard]] const Quota& quota() const noexcept { return quota_; }
-    [[nodiscard]] const tally::detail::EmissionGrid& grid() const noexcept { return grid_; }
+    [[nodiscard]] const tally::EmissionGrid& grid() const noexcept { return grid_; }
 
     /// Appends the script's six per-limit arguments. skew_ms (caller's time
     /// only): how much longer than the debt each written key lives, so a
@@ -167,7 +167,7 @@ class GcraParams {
 
   private:
     Quota quota_;
-    tally::detail::EmissionGrid grid_;
+    tally::EmissionGrid grid_;
     detail::MicroRate rate_;
     std::string ms_per_unit_;
 };

@@ -44,6 +44,7 @@
 
 #include "../../core/detail/simd.hpp"
 #include "../../core/hash.hpp"
+#include "../../core/detail/spin_lock.hpp"
 #include "../../core/platform.hpp"
 #include "../../core/seed.hpp"
 #include "../decision.hpp"
@@ -173,32 +174,6 @@ constexpr std::size_t keyed_fit_slots() {
 
 template <class Stored, class State, std::size_t S>
 struct alignas(cache_line_size) KeyedGroup : KeyedGroupRaw<Stored, State, S> {};
-
-/// Test-and-test-and-set spinlock: critical sections here are ~20 ns, far
-/// shorter than a futex round trip; it yields the CPU after a short spin so
-/// oversubscribed machines still make progress. BasicLockable.
-class KeyedSpinLock {
-  public:
-    void lock() noexcept {
-        for (;;) {
-            if (!locked_.exchange(true, std::memory_order_acquire)) return;
-            unsigned spins = 0;
-            while (locked_.load(std::memory_order_relaxed)) {
-                if (++spins < 64) {
-                    relax();
-                } else {
-                    std::this_thread::yield();
-                    spins = 0;
-                }
-            }
-        }
-    }
-    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
-
-  private:
-    static void relax() noexcept { cpu_relax(); }
-    std::atomic<bool> locked_{false};
-};
 
 /// Throws the one batch-size message both keyed limiters use.
 inline void keyed_check_batch(const char* who, std::size_t keys, std::size_t out) {
