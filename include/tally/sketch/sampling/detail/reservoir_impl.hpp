@@ -73,22 +73,17 @@ inline void Reservoir<T>::add_range(R&& items) {
 
 template <class T>
 inline auto Reservoir<T>::merge(const Reservoir& other) -> Reservoir& {
-    detail::check_same_k("tally::Reservoir::merge", k_, other.k_);
-    if (other.seen_ == 0) return *this;
-    if (this == &other) {
-        const Reservoir copy = other;
-        return merge(copy);
-    }
-    if (seen_ == 0) {
-        // The other's state is a valid state for the union (which is its
-        // stream); W and the pending skip are memoryless, so any
-        // generator may continue from them.
-        sample_ = other.sample_;
-        seen_ = other.seen_;
-        next_ = other.next_;
-        w_ = other.w_;
+    // Into an empty one: the other's state is a valid state for the union
+    // (which is its stream); W and the pending skip are memoryless, so any
+    // generator may continue from them.
+    if (detail::merge_without_sampling("tally::Reservoir::merge", *this, other, k_, other.k_, seen_ == 0,
+                                       other.seen_ == 0, [&] {
+                                           sample_ = other.sample_;
+                                           seen_ = other.seen_;
+                                           next_ = other.next_;
+                                           w_ = other.w_;
+                                       }))
         return *this;
-    }
     const std::uint64_t n1 = seen_;
     const std::uint64_t n2 = other.seen_;
     const std::uint64_t n = sat_add(n1, n2);

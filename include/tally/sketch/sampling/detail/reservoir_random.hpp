@@ -160,6 +160,27 @@ inline void check_same_k(const char* who, std::uint64_t k, std::uint64_t other_k
                                std::to_string(other_k));
 }
 
+// The cases of a sampler's merge that draw nothing, in order: a different k
+// is refused; an empty other changes nothing; a sampler merged with itself
+// merges a copy; an empty one takes the other's state (`adopt`). True when
+// the merge is done.
+template <class Sampler, class Adopt>
+bool merge_without_sampling(const char* who, Sampler& self, const Sampler& other, std::uint64_t k,
+                            std::uint64_t other_k, bool self_empty, bool other_empty, Adopt&& adopt) {
+    check_same_k(who, k, other_k);
+    if (other_empty) return true;
+    if (&self == &other) {
+        const Sampler copy = other;
+        self.merge(copy);
+        return true;
+    }
+    if (self_empty) {
+        adopt();
+        return true;
+    }
+    return false;
+}
+
 /// Heap bytes of a sample: its storage and, for std::string, the buffers of
 /// strings too long for the in-object (small-string) storage.
 template <class T>
