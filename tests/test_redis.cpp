@@ -219,6 +219,7 @@ TEST_CASE("redis GcraLimiter: 10^5 random operations decide exactly as tally::Gc
         std::uint64_t now;
         std::uint64_t high;  // the latest caller time used on this key
         std::chrono::steady_clock::time_point written{};  // when the last call that charged it started
+        std::uint64_t ttl_floor_ns = 0;  // that call's TTL before the skew: time_of(TAT) - now, saturated at the clock's end
     };
     std::vector<Key> keys;
     for (std::size_t i = 0; i < kKeys; ++i) {
@@ -244,7 +245,11 @@ TEST_CASE("redis GcraLimiter: 10^5 random operations decide exactly as tally::Gc
         // time <= high, still has at least 10 s of real time left; otherwise
         // Redis may rightly have forgotten the key.
         tally::Gcra probe = k.local;
-        const bool key_surely_alive = probe.try_acquire(k.high, 0).reset_after_ns >= 10 * kSecond;
+        // A state that can never replenish (reset "never": its TAT is past the
+        // clock's end) was written with a TTL of only the time left to the end.
+        const std::uint64_t reset_at_high = probe.try_acquire(k.high, 0).reset_after_ns;
+        const bool key_surely_alive =
+            reset_at_high >= 10 * kSecond && (reset_at_high != tally::never || kMax - k.high >= 10 * kSecond);
         if (rng.below(10) == 0 && key_surely_alive)
             k.now = k.now > step ? k.now - step : 0;
         else
@@ -255,16 +260,23 @@ TEST_CASE("redis GcraLimiter: 10^5 random operations decide exactly as tally::Gc
         Decision want = k.local.try_acquire(k.now, cost);
         const auto call_start = std::chrono::steady_clock::now();
         const Decision got = limiter.try_acquire_at(k.name, k.quota, k.now, cost);
-        // At the end of the clock the caller's time stops while Redis's runs
-        // on: a state that can never replenish there is kept for its TTL
-        // (>= max_clock_skew, 1 s of real time). Measured from the start of
-        // the call that charged it to the end of this one, a key older than
-        // that may rightly be gone: then both sides start fresh.
-        if (got != want && k.now == kMax && std::chrono::steady_clock::now() - k.written >= std::chrono::seconds(1)) {
+        // Near the end of the clock the caller's time stops while Redis's runs
+        // on: a state that can never replenish is kept for its TTL, the time
+        // left to the clock's end plus max_clock_skew (1 s of real time). Only
+        // a key whose TTL has run out, measured from the start of the call
+        // that charged it to the end of this one, may rightly be gone: then
+        // both sides start fresh. Any younger key must decide exactly.
+        if (got != want &&
+            std::chrono::steady_clock::now() - k.written >=
+                std::chrono::nanoseconds(std::min<std::uint64_t>(k.ttl_floor_ns, 1'000'000 * kSecond)) +
+                    std::chrono::seconds(1)) {
             k.local = tally::Gcra(k.quota);
             want = k.local.try_acquire(k.now, cost);
         }
-        if (want.allowed && cost > 0) k.written = call_start;
+        if (want.allowed && cost > 0) {
+            k.written = call_start;
+            k.ttl_floor_ns = want.reset_after_ns == tally::never ? kMax - k.now : want.reset_after_ns;
+        }
         if (got != want) {
             INFO("op " << op << " key " << k.name.substr(0, 3) << " quota " << k.quota.limit << "/" << k.quota.window_ns
                        << " burst " << k.quota.burst << " now " << k.now << " cost " << cost << " want " << show(want)
