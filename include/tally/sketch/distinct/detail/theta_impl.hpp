@@ -185,8 +185,6 @@ struct ThetaAccess {
         return s;
     }
     static bool compact(const ThetaSketch& s) noexcept { return s.slots_.empty(); }
-    // into (compact) = the union rule on into and other, at into's lg_k.
-    static void merge_sorted(ThetaSketch& into, const ThetaSketch& other) { into.merge_sorted(other); }
     static const std::vector<std::uint64_t>& slots(const ThetaSketch& s) noexcept { return s.slots_; }
     static const std::vector<std::uint64_t>& sorted(const ThetaSketch& s) noexcept { return s.sorted_; }
     // Room gather_below may need.
