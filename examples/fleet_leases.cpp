@@ -1,7 +1,8 @@
 // One limit for a whole fleet at local speed: each process leases tokens
 // from the shared GCRA state in Redis and decides locally until the lease is
 // spent or expires. Needs a redis-server on 127.0.0.1:6379 (or
-// TALLY_REDIS_HOST / TALLY_REDIS_PORT, or a unix socket TALLY_REDIS_SOCKET);
+// TALLY_REDIS_HOST / TALLY_REDIS_PORT, or a unix socket TALLY_REDIS_SOCKET;
+// TALLY_REDIS_TIMEOUT_MS for a slow server: its connect and command timeout);
 // without one it says why and exits 1.
 // On Redis Cluster, connect with Client::connect_cluster({"host:port", ...})
 // instead: the limiter code is the same.
@@ -18,6 +19,8 @@ int main() {
     const char* port = std::getenv("TALLY_REDIS_PORT");
     tally::redis::Options options;
     options.key_prefix = "tally-example:";
+    if (const char* ms = std::getenv("TALLY_REDIS_TIMEOUT_MS"))
+        options.connect_timeout = options.command_timeout = std::chrono::milliseconds(std::atoi(ms));
     const char* socket = std::getenv("TALLY_REDIS_SOCKET");
     auto client = socket != nullptr
                       ? tally::redis::Client::connect_unix(socket, options)

@@ -2,11 +2,13 @@
 // this shares the same limits. Needs a redis-server on 127.0.0.1:6379 (or
 // TALLY_REDIS_HOST / TALLY_REDIS_PORT, or a unix socket TALLY_REDIS_SOCKET;
 // TALLY_REDIS_PASSWORD, TALLY_REDIS_USER and TALLY_REDIS_DB for a managed
-// server); without one it says why and exits 1.
+// server; TALLY_REDIS_TIMEOUT_MS for a slow one: its connect and command
+// timeout); without one it says why and exits 1.
 //
 //   redis-server --port 6379 &   ./example_fleet_limits
 #include <tally/redis.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -34,6 +36,8 @@ int main() {
     if (const char* password = std::getenv("TALLY_REDIS_PASSWORD")) options.password = password;
     if (const char* user = std::getenv("TALLY_REDIS_USER")) options.user = user;
     if (const char* db = std::getenv("TALLY_REDIS_DB")) options.database = std::atoi(db);
+    if (const char* ms = std::getenv("TALLY_REDIS_TIMEOUT_MS"))
+        options.connect_timeout = options.command_timeout = std::chrono::milliseconds(std::atoi(ms));
     const char* socket = std::getenv("TALLY_REDIS_SOCKET");
     auto client = socket != nullptr
                       ? tally::redis::Client::connect_unix(socket, options)
