@@ -43,6 +43,12 @@ class FormatError : public std::runtime_error {
 namespace detail {
 [[noreturn]] inline void throw_format_error(const std::string& message) { throw_as<FormatError>(message); }
 
+/// throw_format_error of the pieces joined, e.g.
+/// throw_format_error_of({who, ": k ", k, " is out of range [8, 65535]"}).
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_format_error_of(std::initializer_list<MessagePart> parts) {
+    throw_as<FormatError>(join_message(parts));
+}
+
 }  // namespace detail
 
 /// Family ids of the frame header. Values are part of the wire format.
@@ -159,11 +165,10 @@ class ByteReader {
     /// the input and must not exceed `max_count`; checked before any allocation.
     std::uint64_t count(std::uint64_t n, std::size_t min_element_bytes, std::uint64_t max_count, const char* what) {
         if (n > max_count)
-            detail::throw_format_error(std::string("tally: ") + what + " count " + std::to_string(n) +
-                                       " exceeds the maximum " + std::to_string(max_count));
+            detail::throw_format_error_of({"tally: ", what, " count ", n, " exceeds the maximum ", max_count});
         if (min_element_bytes != 0 && n > remaining() / min_element_bytes)
-            detail::throw_format_error(std::string("tally: ") + what + " count " + std::to_string(n) +
-                                       " needs more bytes than remain (" + std::to_string(remaining()) + ")");
+            detail::throw_format_error_of(
+                {"tally: ", what, " count ", n, " needs more bytes than remain (", remaining(), ")"});
         return n;
     }
     /// Checks magic, family and reserved bytes; returns the format version,
@@ -174,19 +179,19 @@ class ByteReader {
         if (std::memcmp(magic, frame_magic, 4) != 0) detail::throw_format_error("tally: bad magic (expected \"TALY\")");
         const std::uint8_t fam = u8();
         if (fam != static_cast<std::uint8_t>(family))
-            detail::throw_format_error("tally: family id " + std::to_string(fam) + " where " +
-                                       std::to_string(static_cast<int>(family)) + " was expected");
+            detail::throw_format_error_of(
+                {"tally: family id ", fam, " where ", static_cast<int>(family), " was expected"});
         const std::uint8_t version = u8();
         if (version == 0 || version > max_version)
-            detail::throw_format_error("tally: unsupported format version " + std::to_string(version) +
-                                       " (supported: 1.." + std::to_string(max_version) + ")");
+            detail::throw_format_error_of(
+                {"tally: unsupported format version ", version, " (supported: 1..", max_version, ")"});
         if (u16() != 0) detail::throw_format_error("tally: reserved header bytes are not zero");
         return version;
     }
     /// Throws unless every byte was consumed.
     void expect_end() const {
         if (pos_ != data_.size())
-            detail::throw_format_error("tally: " + std::to_string(data_.size() - pos_) + " trailing bytes");
+            detail::throw_format_error_of({"tally: ", data_.size() - pos_, " trailing bytes"});
     }
 
     std::size_t remaining() const noexcept { return data_.size() - pos_; }
@@ -195,8 +200,8 @@ class ByteReader {
   private:
     void need(std::size_t n, const char* what) const {
         if (n > remaining())
-            detail::throw_format_error(std::string("tally: truncated input reading ") + what + " (need " +
-                                       std::to_string(n) + " bytes, " + std::to_string(remaining()) + " remain)");
+            detail::throw_format_error_of(
+                {"tally: truncated input reading ", what, " (need ", n, " bytes, ", remaining(), " remain)"});
     }
     template <class U>
     U get_le(const char* what) {

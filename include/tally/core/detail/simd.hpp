@@ -10,13 +10,20 @@
 //   TALLY_SIMD_AVX_BUILD the whole translation unit is built for AVX (-mavx or
 //                        later), so 256-bit code needs no target attribute
 //
-// With TALLY_NO_SIMD defined all three are 0 and no intrinsic is compiled:
-// the scalar references run everywhere. The intrinsics headers are included
-// by the kernel files that use them, under these switches (<immintrin.h>
-// alone costs most of a second of compile time).
+// With TALLY_NO_SIMD defined all three are 0 and no vector code is compiled:
+// the scalar references run everywhere.
+//
+// x86-64 kernels are written on the vector types below (the GCC and Clang
+// vector extension: operators, ?: per lane, __builtin_shufflevector, and a
+// few __builtin_ia32_* for what has no operator) rather than on <immintrin.h>,
+// which alone costs about half a second of every translation unit that
+// includes it. Inside a function built for a target (TALLY_SIMD_AVX2_FN) the
+// compilers emit that target's instructions for them.
 #pragma once
 
 #include "../../detail/abi.hpp"
+
+#include <type_traits>
 
 #if !defined(TALLY_NO_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TALLY_SIMD_X86 1
@@ -30,6 +37,11 @@
 #define TALLY_SIMD_NEON 0
 #endif
 
+#if TALLY_SIMD_X86
+/// A kernel helper built for AVX2 and inlined into its AVX2 callers.
+#define TALLY_SIMD_AVX2_FN __attribute__((target("avx2"), always_inline)) inline
+#endif
+
 #if TALLY_SIMD_X86 && defined(__AVX__)
 #define TALLY_SIMD_AVX_BUILD 1
 #else
@@ -40,6 +52,65 @@ TALLY_BEGIN_NAMESPACE
 namespace detail {
 
 #if TALLY_SIMD_X86
+namespace simd {
+// Lane types named by element and count; the integer ones match the
+// builtins' own element types (long long, char), so no cast is needed there.
+using F64x4 = double __attribute__((vector_size(32)));
+using I64x4 = long long __attribute__((vector_size(32)));
+using U64x4 = unsigned long long __attribute__((vector_size(32)));
+using I32x8 = int __attribute__((vector_size(32)));
+using U32x8 = unsigned __attribute__((vector_size(32)));
+using I8x32 = char __attribute__((vector_size(32)));
+using U8x32 = unsigned char __attribute__((vector_size(32)));
+using I64x2 = long long __attribute__((vector_size(16)));
+using U64x2 = unsigned long long __attribute__((vector_size(16)));
+using U16x8 = unsigned short __attribute__((vector_size(16)));
+using I8x16 = char __attribute__((vector_size(16)));
+using U8x16 = unsigned char __attribute__((vector_size(16)));
+
+/// Every lane of a 16-byte vector = e (converted to the lane type).
+template <class V, class E>
+__attribute__((always_inline)) inline V splat16(E e) noexcept {
+    static_assert(sizeof(V) == 16);
+    return V{} + static_cast<std::remove_cvref_t<decltype(V{}[0])>>(e);
+}
+
+/// Every lane of a 32-byte vector = e, inside AVX2 kernels.
+template <class V, class E>
+TALLY_SIMD_AVX2_FN V splat32(E e) noexcept {
+    static_assert(sizeof(V) == 32);
+    return V{} + static_cast<std::remove_cvref_t<decltype(V{}[0])>>(e);
+}
+
+/// Unaligned 16-byte load and store (SSE2, the x86-64 baseline).
+template <class V>
+__attribute__((always_inline)) inline V load16(const void* p) noexcept {
+    static_assert(sizeof(V) == 16);
+    V v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+template <class V>
+__attribute__((always_inline)) inline void store16(void* p, V v) noexcept {
+    static_assert(sizeof(V) == 16);
+    __builtin_memcpy(p, &v, sizeof v);
+}
+
+/// Unaligned 32-byte load and store, inside AVX2 kernels.
+template <class V>
+TALLY_SIMD_AVX2_FN V load32(const void* p) noexcept {
+    static_assert(sizeof(V) == 32);
+    V v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+template <class V>
+TALLY_SIMD_AVX2_FN void store32(void* p, V v) noexcept {
+    static_assert(sizeof(V) == 32);
+    __builtin_memcpy(p, &v, sizeof v);
+}
+}  // namespace simd
+
 /// AVX2 is usable: compiled in with -mavx2, else asked of the CPU once.
 /// Called only from the *_kernels.hpp dispatchers.
 inline bool cpu_has_avx2() noexcept {

@@ -19,9 +19,7 @@
 #include <cstdint>
 
 #include "../../../core/detail/simd.hpp"
-#if TALLY_SIMD_X86
-#include <immintrin.h>
-#elif TALLY_SIMD_NEON
+#if TALLY_SIMD_NEON
 #include <arm_neon.h>
 #endif
 
@@ -50,22 +48,22 @@ inline void ull_merge_scalar(std::uint8_t* __restrict a, const std::uint8_t* __r
 /// where the scalar rule takes over.
 inline std::size_t ull_merge_sse2(std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
                                   std::size_t m) noexcept {
-    const __m128i fc = _mm_set1_epi8(static_cast<char>(0xfc));
-    const __m128i one = _mm_set1_epi8(1), two = _mm_set1_epi8(2), three = _mm_set1_epi8(3);
-    const __m128i four = _mm_set1_epi8(4), eight = _mm_set1_epi8(8), zero = _mm_setzero_si128();
+    using simd::U8x16;
+    const U8x16 fc = simd::splat16<U8x16>(0xfc), one = simd::splat16<U8x16>(1), two = simd::splat16<U8x16>(2);
+    const U8x16 three = simd::splat16<U8x16>(3), four = simd::splat16<U8x16>(4), eight = simd::splat16<U8x16>(8);
     std::size_t i = 0;
     for (; i + 16 <= m; i += 16) {
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
-        const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
-        const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
-        const __m128i d4 = _mm_sub_epi8(_mm_and_si128(hi, fc), _mm_and_si128(lo, fc));
-        // Distance 1 takes lo's bit 1 to bit 0 with a 16-bit shift; the final
-        // mask drops what the shift brings in from the neighbouring byte.
-        const __m128i same = _mm_and_si128(_mm_cmpeq_epi8(d4, zero), lo);
-        const __m128i below1 = _mm_and_si128(_mm_cmpeq_epi8(d4, four), _mm_or_si128(_mm_srli_epi16(lo, 1), two));
-        const __m128i below2 = _mm_and_si128(_mm_cmpeq_epi8(d4, eight), one);
-        const __m128i e = _mm_and_si128(_mm_or_si128(_mm_or_si128(same, below1), below2), three);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i), _mm_or_si128(hi, e));
+        const U8x16 x = simd::load16<U8x16>(a + i), y = simd::load16<U8x16>(b + i);
+        const U8x16 hi = x > y ? x : y, lo = x < y ? x : y;
+        const U8x16 d4 = (hi & fc) - (lo & fc);
+        // Distance 1 takes lo's bit 1 to bit 0 with a 16-bit shift (the x86
+        // baseline has no byte shift); the final mask drops what the shift
+        // brings in from the neighbouring byte.
+        const U8x16 lo_shifted = reinterpret_cast<U8x16>(reinterpret_cast<simd::U16x8>(lo) >> 1);
+        const U8x16 same = reinterpret_cast<U8x16>(d4 == U8x16{}) & lo;
+        const U8x16 below1 = reinterpret_cast<U8x16>(d4 == four) & (lo_shifted | two);
+        const U8x16 below2 = reinterpret_cast<U8x16>(d4 == eight) & one;
+        simd::store16(a + i, hi | ((same | below1 | below2) & three));
     }
     return i;
 }
@@ -83,15 +81,17 @@ __attribute__((target("ssse3"))) inline std::size_t ull_merge_ssse3(std::uint8_t
     // t = 3 - bits at distance 0 (the bits are lo's), 7 - bits at distance 4
     // (2 | lo's bit 1), 11 - bits at distance 8 (1), 12..15 from 12 on (none);
     // both registers zero is t = 3 (none).
-    const __m128i bits = _mm_setr_epi8(3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const __m128i three = _mm_set1_epi8(3), fifteen = _mm_set1_epi8(15);
+    using simd::U8x16;
+    const simd::I8x16 bits = {3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0};
+    const U8x16 three = simd::splat16<U8x16>(3), fifteen = simd::splat16<U8x16>(15);
     std::size_t i = 0;
     for (; i + 16 <= m; i += 16) {
-        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
-        const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
-        const __m128i hi = _mm_max_epu8(x, y), lo = _mm_min_epu8(x, y);
-        const __m128i t = _mm_min_epu8(_mm_sub_epi8(_mm_or_si128(hi, three), lo), fifteen);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i), _mm_or_si128(hi, _mm_shuffle_epi8(bits, t)));
+        const U8x16 x = simd::load16<U8x16>(a + i), y = simd::load16<U8x16>(b + i);
+        const U8x16 hi = x > y ? x : y, lo = x < y ? x : y;
+        const U8x16 d = (hi | three) - lo;
+        const U8x16 t = d < fifteen ? d : fifteen;
+        const auto looked_up = __builtin_ia32_pshufb128(bits, reinterpret_cast<simd::I8x16>(t));
+        simd::store16(a + i, hi | reinterpret_cast<U8x16>(looked_up));
     }
     return i;
 }
@@ -104,17 +104,19 @@ __attribute__((target("avx2"))) inline std::size_t ull_merge_avx2(std::uint8_t* 
                                                                    const std::uint8_t* __restrict b,
                                                                    std::size_t m) noexcept {
     // ull_merge_ssse3's table in each 128-bit lane
-    const __m256i bits = _mm256_setr_epi8(3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0,  //
-                                          3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const __m256i three = _mm256_set1_epi8(3), fifteen = _mm256_set1_epi8(15);
+    using simd::U8x32;
+    const simd::I8x32 bits = {3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0,  //
+                              3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0};
+    const U8x32 three = simd::splat32<U8x32>(3), fifteen = simd::splat32<U8x32>(15);
     std::size_t i = 0;
     for (; i + 32 <= m; i += 32) {
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
-        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
-        const __m256i hi = _mm256_max_epu8(x, y), lo = _mm256_min_epu8(x, y);
+        const U8x32 x = simd::load32<U8x32>(a + i), y = simd::load32<U8x32>(b + i);
+        const U8x32 hi = x > y ? x : y, lo = x < y ? x : y;
         // (hi | 3) >= hi >= lo: no byte wraps.
-        const __m256i t = _mm256_min_epu8(_mm256_sub_epi8(_mm256_or_si256(hi, three), lo), fifteen);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + i), _mm256_or_si256(hi, _mm256_shuffle_epi8(bits, t)));
+        const U8x32 d = (hi | three) - lo;
+        const U8x32 t = d < fifteen ? d : fifteen;
+        const auto looked_up = __builtin_ia32_pshufb256(bits, reinterpret_cast<simd::I8x32>(t));
+        simd::store32(a + i, hi | reinterpret_cast<U8x32>(looked_up));
     }
     if (i + 16 <= m) i += ull_merge_ssse3(a + i, b + i, 16);  // m = 16
     return i;

@@ -20,9 +20,6 @@
 #include <cstring>
 
 #include "../../../core/detail/simd.hpp"
-#if TALLY_SIMD_X86
-#include <emmintrin.h>
-#endif
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {
@@ -102,26 +99,26 @@ struct TopKGroupSwar {
 
 #if TALLY_SIMD_X86
 struct TopKGroupSse2 {
-    __m128i v;
+    simd::I8x16 v;
 
-    [[nodiscard]] static TopKGroupSse2 load(const TopKTag* p) noexcept {
-        return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))};
-    }
+    [[nodiscard]] static TopKGroupSse2 load(const TopKTag* p) noexcept { return {simd::load16<simd::I8x16>(p)}; }
     [[nodiscard]] std::uint32_t match(TopKTag tag) const noexcept {
-        return static_cast<std::uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(static_cast<char>(tag)))));
+        const auto equal = v == simd::splat16<simd::I8x16>(static_cast<std::uint8_t>(tag));
+        return static_cast<std::uint32_t>(__builtin_ia32_pmovmskb128(reinterpret_cast<simd::I8x16>(equal)));
     }
-    [[nodiscard]] std::uint32_t empty() const noexcept { return static_cast<std::uint32_t>(_mm_movemask_epi8(v)); }
+    [[nodiscard]] std::uint32_t empty() const noexcept {
+        return static_cast<std::uint32_t>(__builtin_ia32_pmovmskb128(v));
+    }
     static void keep_only(TopKTag* p, std::uint32_t keep) noexcept {
-        // Byte j of `bits` holds bit j mod 8 of its half's mask byte, so it
-        // equals `sel` exactly when slot j is kept.
-        const __m128i sel = _mm_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-        const __m128i spread = _mm_set_epi64x(static_cast<long long>(0x0101010101010101ull * ((keep >> 8) & 0xff)),
-                                              static_cast<long long>(0x0101010101010101ull * (keep & 0xff)));
-        const __m128i kept = _mm_cmpeq_epi8(_mm_and_si128(spread, sel), sel);
-        const __m128i old = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-        const __m128i empty = _mm_set1_epi8(static_cast<char>(0x80));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                         _mm_or_si128(_mm_and_si128(kept, old), _mm_andnot_si128(kept, empty)));
+        // Byte j of `spread & sel` holds bit j mod 8 of its half's mask byte,
+        // so it equals `sel` exactly when slot j is kept.
+        using simd::U8x16;
+        const auto sel = reinterpret_cast<U8x16>(simd::splat16<simd::U64x2>(0x8040201008040201ull));
+        const auto spread = reinterpret_cast<U8x16>(
+            simd::U64x2{0x0101010101010101ull * (keep & 0xff), 0x0101010101010101ull * ((keep >> 8) & 0xff)});
+        const auto kept = reinterpret_cast<U8x16>((spread & sel) == sel);
+        const auto old = simd::load16<U8x16>(p);
+        simd::store16(p, (kept & old) | (~kept & simd::splat16<U8x16>(0x80)));
     }
 };
 using TopKGroup = TopKGroupSse2;

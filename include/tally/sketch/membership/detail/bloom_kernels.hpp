@@ -25,9 +25,7 @@
 #include <limits>
 
 #include "../../../core/detail/simd.hpp"
-#if TALLY_SIMD_X86
-#include <immintrin.h>
-#elif TALLY_SIMD_NEON
+#if TALLY_SIMD_NEON
 #include <arm_neon.h>
 #endif
 #include "../../../core/hash.hpp"
@@ -161,20 +159,38 @@ TALLY_ALWAYS_INLINE bool bloom_contains_scalar(const std::uint32_t* block, std::
 #if TALLY_SIMD_X86
 #define TALLY_BLOOM_TARGET_AVX2 __attribute__((target("avx2")))
 
-// The block is read and written as a vector of u32 (GCC vector extension)
-// rather than through __m256i: __m256i may alias anything, so a store through
-// it makes the compiler reload every member of the filter (and total()) after
-// each key, while a u32 vector is known to alias only the words of the block
+// The block is read and written as a vector of u32 (simd::U32x8): a u32
+// vector is known to alias only the words of the block, while a store
+// through an intrinsics type (which may alias anything) makes the compiler
+// reload every member of the filter (and total()) after each key
 // (docs/bloom_filter.md has the measurement).
-typedef std::uint32_t bloom_u32x8 __attribute__((vector_size(32)));
+using bloom_u32x8 = simd::U32x8;
+using simd::U64x4;
+
+/// 1 << count per lane, 0 where count >= width (a negative difference is a
+/// huge unsigned count): vpsllvd / vpsllvq's rule, which the shift operator
+/// does not promise.
+TALLY_SIMD_AVX2_FN bloom_u32x8 bloom_avx2_shift_one(bloom_u32x8 count) noexcept {
+    return reinterpret_cast<bloom_u32x8>(__builtin_ia32_psllv8si(reinterpret_cast<simd::I32x8>(simd::splat32<bloom_u32x8>(1)),
+                                                                 reinterpret_cast<simd::I32x8>(count)));
+}
+TALLY_SIMD_AVX2_FN U64x4 bloom_avx2_shift_one(U64x4 count) noexcept {
+    return reinterpret_cast<U64x4>(__builtin_ia32_psllv4di(reinterpret_cast<simd::I64x4>(simd::splat32<U64x4>(1)),
+                                                           reinterpret_cast<simd::I64x4>(count)));
+}
+
+/// Whether no bit is set in v (vptest).
+TALLY_SIMD_AVX2_FN bool bloom_avx2_none(bloom_u32x8 v) noexcept {
+    const auto q = reinterpret_cast<simd::I64x4>(v);
+    return __builtin_ia32_ptestz256(q, q) != 0;
+}
 
 template <std::size_t W>
-TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_bits(__m256i vx, __m128i shift, std::size_t v,
-                                                                    const BloomLayout<W>& t) noexcept {
-    const __m256i salt = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.slot_salt) + v);
-    const __m256i base = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.slot_base) + v);
-    const __m256i idx = _mm256_srl_epi32(_mm256_mullo_epi32(vx, salt), shift);
-    return _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_sub_epi32(idx, base));
+TALLY_SIMD_AVX2_FN bloom_u32x8 bloom_avx2_bits(bloom_u32x8 vx, unsigned shift, std::size_t v,
+                                               const BloomLayout<W>& t) noexcept {
+    const auto salt = simd::load32<bloom_u32x8>(t.slot_salt + 8 * v);
+    const auto base = simd::load32<bloom_u32x8>(t.slot_base + 8 * v);
+    return bloom_avx2_shift_one(((vx * salt) >> shift) - base);
 }
 
 // 64-bit lanes (L = 64: k = 8 in a 64-byte block, the 1% and 0.1% layout):
@@ -182,59 +198,53 @@ TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_bits(__m256i vx, 
 // eight lane bits and a 64-bit variable shift places each; no per-slot base.
 // Sets the same bits as the slot form below.
 template <std::size_t W>
-TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_avx2_lane64_bits(__m256i vx, std::size_t v,
-                                                                        const BloomLayout<W>& t, __m256i& lo,
-                                                                        __m256i& hi) noexcept {
-    const __m256i salt = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.lane_salt) + v);
-    const __m256i idx = _mm256_srli_epi32(_mm256_mullo_epi32(vx, salt), 26);
-    const __m256i one = _mm256_set1_epi64x(1);
-    lo = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(idx)));
-    hi = _mm256_sllv_epi64(one, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(idx, 1)));
+TALLY_SIMD_AVX2_FN void bloom_avx2_lane64_bits(bloom_u32x8 vx, std::size_t v, const BloomLayout<W>& t, U64x4& lo,
+                                               U64x4& hi) noexcept {
+    const auto salt = simd::load32<bloom_u32x8>(t.lane_salt + 8 * v);
+    const bloom_u32x8 idx = (vx * salt) >> 26;
+    lo = bloom_avx2_shift_one(__builtin_convertvector(__builtin_shufflevector(idx, idx, 0, 1, 2, 3), U64x4));
+    hi = bloom_avx2_shift_one(__builtin_convertvector(__builtin_shufflevector(idx, idx, 4, 5, 6, 7), U64x4));
 }
 
 template <std::size_t W>
-TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_add_avx2_core(std::uint32_t* block, std::uint32_t x,
-                                                                     const BloomLayout<W>& t) noexcept {
+TALLY_SIMD_AVX2_FN void bloom_add_avx2_core(std::uint32_t* block, std::uint32_t x, const BloomLayout<W>& t) noexcept {
     static_assert(W % 256 == 0);
-    const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
+    const auto vx = simd::splat32<bloom_u32x8>(x);
     auto* p = reinterpret_cast<bloom_u32x8*>(block);  // blocks are aligned to >= 32 bytes
     if constexpr (W % 512 == 0) {
         if (t.lane_log2 == 6) {
             for (std::size_t v = 0; v < W / 512; ++v) {
-                __m256i lo, hi;
+                U64x4 lo, hi;
                 bloom_avx2_lane64_bits(vx, v, t, lo, hi);
-                p[2 * v] |= (bloom_u32x8)lo;
-                p[2 * v + 1] |= (bloom_u32x8)hi;
+                p[2 * v] |= reinterpret_cast<bloom_u32x8>(lo);
+                p[2 * v + 1] |= reinterpret_cast<bloom_u32x8>(hi);
             }
             return;
         }
     }
-    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
-    for (std::size_t v = 0; v < W / 256; ++v) p[v] |= (bloom_u32x8)bloom_avx2_bits(vx, shift, v, t);
+    for (std::size_t v = 0; v < W / 256; ++v) p[v] |= bloom_avx2_bits(vx, t.shift, v, t);
 }
 
 template <std::size_t W>
-TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE bool bloom_contains_avx2_core(const std::uint32_t* block, std::uint32_t x,
-                                                                          const BloomLayout<W>& t) noexcept {
+TALLY_SIMD_AVX2_FN bool bloom_contains_avx2_core(const std::uint32_t* block, std::uint32_t x,
+                                                 const BloomLayout<W>& t) noexcept {
     static_assert(W % 256 == 0);
-    const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
+    const auto vx = simd::splat32<bloom_u32x8>(x);
     const auto* p = reinterpret_cast<const bloom_u32x8*>(block);
-    __m256i missing = _mm256_setzero_si256();
+    bloom_u32x8 missing{};
     if constexpr (W % 512 == 0) {
         if (t.lane_log2 == 6) {
             for (std::size_t v = 0; v < W / 512; ++v) {
-                __m256i lo, hi;
+                U64x4 lo, hi;
                 bloom_avx2_lane64_bits(vx, v, t, lo, hi);
-                missing = _mm256_or_si256(missing, _mm256_andnot_si256((__m256i)p[2 * v], lo));
-                missing = _mm256_or_si256(missing, _mm256_andnot_si256((__m256i)p[2 * v + 1], hi));
+                missing |= ~p[2 * v] & reinterpret_cast<bloom_u32x8>(lo);
+                missing |= ~p[2 * v + 1] & reinterpret_cast<bloom_u32x8>(hi);
             }
-            return _mm256_testz_si256(missing, missing) != 0;
+            return bloom_avx2_none(missing);
         }
     }
-    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
-    for (std::size_t v = 0; v < W / 256; ++v)
-        missing = _mm256_or_si256(missing, _mm256_andnot_si256((__m256i)p[v], bloom_avx2_bits(vx, shift, v, t)));
-    return _mm256_testz_si256(missing, missing) != 0;
+    for (std::size_t v = 0; v < W / 256; ++v) missing |= ~p[v] & bloom_avx2_bits(vx, t.shift, v, t);
+    return bloom_avx2_none(missing);
 }
 
 // Out-of-line entry points: a caller built without -mavx2 cannot inline
@@ -260,26 +270,24 @@ TALLY_BLOOM_TARGET_AVX2 bool bloom_contains_avx2(const std::uint32_t* block, std
 // the odd ones, so one 32-bit multiply and shift leave each lane's 6-bit
 // index zero-extended in its 64-bit word (no widening, no lane crossing).
 template <int First>
-TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_k8_bits(__m256i vx) noexcept {
-    constexpr auto s = [](int i) { return static_cast<int>(bloom_salts.v[First + i]); };
-    const __m256i salt = _mm256_setr_epi32(s(0), 0, s(1), 0, s(2), 0, s(3), 0);
-    const __m256i idx = _mm256_srli_epi32(_mm256_mullo_epi32(vx, salt), 26);
-    return _mm256_sllv_epi64(_mm256_set1_epi64x(1), idx);
+TALLY_SIMD_AVX2_FN U64x4 bloom_avx2_k8_bits(bloom_u32x8 vx) noexcept {
+    constexpr auto s = [](int i) { return bloom_salts.v[First + i]; };
+    const bloom_u32x8 salt = {s(0), 0, s(1), 0, s(2), 0, s(3), 0};
+    return bloom_avx2_shift_one(reinterpret_cast<U64x4>((vx * salt) >> 26));
 }
 
 TALLY_BLOOM_TARGET_AVX2 inline void bloom_add_avx2_k8(std::uint32_t* block, std::uint32_t x) noexcept {
-    const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
+    const auto vx = simd::splat32<bloom_u32x8>(x);
     auto* p = reinterpret_cast<bloom_u32x8*>(block);
-    p[0] |= (bloom_u32x8)bloom_avx2_k8_bits<0>(vx);
-    p[1] |= (bloom_u32x8)bloom_avx2_k8_bits<4>(vx);
+    p[0] |= reinterpret_cast<bloom_u32x8>(bloom_avx2_k8_bits<0>(vx));
+    p[1] |= reinterpret_cast<bloom_u32x8>(bloom_avx2_k8_bits<4>(vx));
 }
 
 TALLY_BLOOM_TARGET_AVX2 inline bool bloom_contains_avx2_k8(const std::uint32_t* block, std::uint32_t x) noexcept {
-    const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
+    const auto vx = simd::splat32<bloom_u32x8>(x);
     const auto* p = reinterpret_cast<const bloom_u32x8*>(block);
-    const __m256i missing = _mm256_or_si256(_mm256_andnot_si256((__m256i)p[0], bloom_avx2_k8_bits<0>(vx)),
-                                            _mm256_andnot_si256((__m256i)p[1], bloom_avx2_k8_bits<4>(vx)));
-    return _mm256_testz_si256(missing, missing) != 0;
+    return bloom_avx2_none((~p[0] & reinterpret_cast<bloom_u32x8>(bloom_avx2_k8_bits<0>(vx))) |
+                           (~p[1] & reinterpret_cast<bloom_u32x8>(bloom_avx2_k8_bits<4>(vx))));
 }
 
 // The 32-byte, k = 8 layout (BloomFilter<32> at 1% and below): eight lanes
@@ -287,21 +295,20 @@ TALLY_BLOOM_TARGET_AVX2 inline bool bloom_contains_avx2_k8(const std::uint32_t* 
 // multiply gives the eight lane bits and one 32-bit variable shift places
 // them (the Impala/Parquet split-block kernel). The same bits as the general
 // entry points above.
-TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE __m256i bloom_avx2_w256k8_mask(std::uint32_t x) noexcept {
-    const __m256i salt = _mm256_setr_epi32(static_cast<int>(bloom_salts.v[0]), static_cast<int>(bloom_salts.v[1]),
-                                           static_cast<int>(bloom_salts.v[2]), static_cast<int>(bloom_salts.v[3]),
-                                           static_cast<int>(bloom_salts.v[4]), static_cast<int>(bloom_salts.v[5]),
-                                           static_cast<int>(bloom_salts.v[6]), static_cast<int>(bloom_salts.v[7]));
-    const __m256i idx = _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_set1_epi32(static_cast<int>(x)), salt), 27);
-    return _mm256_sllv_epi32(_mm256_set1_epi32(1), idx);
+TALLY_SIMD_AVX2_FN bloom_u32x8 bloom_avx2_w256k8_mask(std::uint32_t x) noexcept {
+    const bloom_u32x8 salt = {bloom_salts.v[0], bloom_salts.v[1], bloom_salts.v[2], bloom_salts.v[3],
+                              bloom_salts.v[4], bloom_salts.v[5], bloom_salts.v[6], bloom_salts.v[7]};
+    return bloom_avx2_shift_one((simd::splat32<bloom_u32x8>(x) * salt) >> 27);
 }
 
 TALLY_BLOOM_TARGET_AVX2 inline void bloom_add_avx2_w256k8(std::uint32_t* block, std::uint32_t x) noexcept {
-    *reinterpret_cast<bloom_u32x8*>(block) |= (bloom_u32x8)bloom_avx2_w256k8_mask(x);
+    *reinterpret_cast<bloom_u32x8*>(block) |= bloom_avx2_w256k8_mask(x);
 }
 
 TALLY_BLOOM_TARGET_AVX2 inline bool bloom_contains_avx2_w256k8(const std::uint32_t* block, std::uint32_t x) noexcept {
-    return _mm256_testc_si256((__m256i) * reinterpret_cast<const bloom_u32x8*>(block), bloom_avx2_w256k8_mask(x)) != 0;
+    // vptest's carry flag: every bit of the mask is set in the block
+    const auto q = reinterpret_cast<simd::I64x4>(*reinterpret_cast<const bloom_u32x8*>(block));
+    return __builtin_ia32_ptestc256(q, reinterpret_cast<simd::I64x4>(bloom_avx2_w256k8_mask(x))) != 0;
 }
 
 // The same two k = 8 kernels for a caller built without AVX (baseline
@@ -557,15 +564,11 @@ TALLY_BLOOM_TARGET_AVX2 std::size_t bloom_contains_many_avx2(const unsigned char
     // Counted afterwards, 32 answers (bytes of 0 or 1) per byte-sum, rather
     // than once per key inside the loop.
     const auto* bytes = reinterpret_cast<const unsigned char*>(out);
-    const __m256i zero = _mm256_setzero_si256();
-    __m256i sums = zero;
+    U64x4 sums{};
     std::size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        sums = _mm256_add_epi64(sums,
-                                _mm256_sad_epu8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i)), zero));
-    alignas(32) std::uint64_t lanes[4];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sums);
-    std::size_t positives = static_cast<std::size_t>(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
+    for (; i + 32 <= n; i += 32)  // vpsadbw against zero: the sum of each 8 bytes
+        sums += reinterpret_cast<U64x4>(__builtin_ia32_psadbw256(simd::load32<simd::I8x32>(bytes + i), simd::I8x32{}));
+    std::size_t positives = static_cast<std::size_t>(sums[0] + sums[1] + sums[2] + sums[3]);
     for (; i < n; ++i) positives += bytes[i];
     return positives;
 }

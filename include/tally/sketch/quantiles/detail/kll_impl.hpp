@@ -234,42 +234,58 @@ KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
 template <class T>
 void KllSketch<T>::build_view() const {
     const std::uint32_t m = num_retained();
-    std::vector<std::pair<T, std::uint64_t>> cur, tmp;
-    cur.reserve(m);
-    tmp.reserve(m);
-    const auto by_item = [](const std::pair<T, std::uint64_t>& a, const std::pair<T, std::uint64_t>& b) {
-        return a.first < b.first;
-    };
-    for (std::uint32_t i = levels_[0]; i < levels_[1]; ++i) cur.emplace_back(items_[i - base_], 1);
-    if (!sorted0_) std::sort(cur.begin(), cur.end(), by_item);
+    // items ascending with their weights, level by level: level 0 sorted,
+    // then each higher level merged in
+    std::vector<T> items(m), merged_items(m);
+    std::vector<std::uint64_t> weights(m), merged_weights(m);
+    std::uint32_t filled = levels_[1] - levels_[0];
+    std::copy(items_.get() + (levels_[0] - base_), items_.get() + (levels_[1] - base_), items.begin());
+    std::fill(weights.begin(), weights.begin() + filled, std::uint64_t{1});
+    if (!sorted0_) detail::kll_sort(items.data(), filled);
     for (std::uint32_t h = 1; h < num_levels_; ++h) {
-        if (levels_[h] == levels_[h + 1]) continue;
-        const std::size_t before = cur.size();
-        for (std::uint32_t i = levels_[h]; i < levels_[h + 1]; ++i) cur.emplace_back(items_[i - base_], std::uint64_t{1} << h);
-        if (before == 0) continue;
-        tmp.clear();
-        // the higher level first: equal items then stand in descending level
-        // order, as in DataSketches Java's view, so that cumulative weights
-        // inside a run of ties are Java's too
-        std::merge(cur.begin() + static_cast<std::ptrdiff_t>(before), cur.end(), cur.begin(),
-                   cur.begin() + static_cast<std::ptrdiff_t>(before), std::back_inserter(tmp), by_item);
-        cur.swap(tmp);
+        const T* level = items_.get() + (levels_[h] - base_);
+        const std::uint32_t nl = levels_[h + 1] - levels_[h];
+        const std::uint64_t w = std::uint64_t{1} << h;
+        // the higher level first among equal items: they then stand in
+        // descending level order, as in DataSketches Java's view, so that
+        // cumulative weights inside a run of ties are Java's too
+        std::uint32_t i = 0, j = 0, o = 0;
+        while (i < nl && j < filled) {
+            if (items[j] < level[i]) {
+                merged_items[o] = items[j];
+                merged_weights[o++] = weights[j++];
+            } else {
+                merged_items[o] = level[i++];
+                merged_weights[o++] = w;
+            }
+        }
+        for (; i < nl; ++i, ++o) {
+            merged_items[o] = level[i];
+            merged_weights[o] = w;
+        }
+        for (; j < filled; ++j, ++o) {
+            merged_items[o] = items[j];
+            merged_weights[o] = weights[j];
+        }
+        filled = o;
+        items.swap(merged_items);
+        weights.swap(merged_weights);
     }
     // In estimation mode the exact min and max may have been compacted away:
     // as DataSketches Java (IncludeMinMax), the view then starts with min at
     // cumulative weight 1 and ends with max at n, the last retained item
     // giving up one unit of weight to it.
     const T lo = m ? lowest() : T(0), hi = m ? highest() : T(0);
-    const bool add_lo = m && cur.front().first != lo;
-    const bool add_hi = m && cur.back().first != hi;
+    const bool add_lo = m && items.front() != lo;
+    const bool add_hi = m && items.back() != hi;
     const std::size_t len = m + (add_lo ? 1 : 0) + (add_hi ? 1 : 0);
     view_.items_.resize(len);
     view_.cum_.resize(len);
     std::uint64_t total = 0;
     const std::size_t off = add_lo ? 1 : 0;
     for (std::uint32_t i = 0; i < m; ++i) {
-        view_.items_[i + off] = cur[i].first;
-        total += cur[i].second;
+        view_.items_[i + off] = items[i];
+        total += weights[i];
         view_.cum_[i + off] = total;
     }
     if (add_lo) {
@@ -454,25 +470,26 @@ template <class T>
 KllSketch<T> KllSketch<T>::build(const char* who, std::uint16_t k, std::uint16_t mk, std::uint64_t n, std::uint32_t nl,
                                  const detail::KllLevels& levels, ByteReader& r, T min, T max, bool sorted0,
                                  std::uint64_t seed, std::uint64_t state) {
-    const auto fail = [who](const std::string& what) { detail::throw_format_error(std::string(who) + ": " + what); };
-    if (k < min_k) fail("k " + std::to_string(k) + " is out of range [8, 65535]");
-    if (mk < min_k || mk > k) fail("min k " + std::to_string(mk) + " is out of range [8, k = " + std::to_string(k) + "]");
+    using detail::throw_format_error_of;
+    if (k < min_k) throw_format_error_of({who, ": k ", k, " is out of range [8, 65535]"});
+    if (mk < min_k || mk > k) throw_format_error_of({who, ": min k ", mk, " is out of range [8, k = ", k, "]"});
     if (nl < 1 || nl > detail::kll_max_levels_for(n))
-        fail("level count " + std::to_string(nl) + " is out of range [1, " +
-             std::to_string(detail::kll_max_levels_for(n)) + "] for n = " + std::to_string(n));
+        throw_format_error_of(
+            {who, ": level count ", nl, " is out of range [1, ", detail::kll_max_levels_for(n), "] for n = ", n});
     const detail::KllCapacities caps(k);
     const std::uint32_t capacity = caps.total(nl);
-    if (levels[nl] != capacity) fail("levels do not end at the capacity");
+    if (levels[nl] != capacity) throw_format_error_of({who, ": levels do not end at the capacity"});
     for (std::uint32_t h = 0; h < nl; ++h)
-        if (levels[h] > levels[h + 1]) fail("level offsets decrease at level " + std::to_string(h));
+        if (levels[h] > levels[h + 1]) throw_format_error_of({who, ": level offsets decrease at level ", h});
     std::uint64_t weight = 0;
     if (!detail::kll_total_weight(levels.data(), nl, weight) || weight != n)
-        fail("the levels' total weight is not n = " + std::to_string(n));
+        throw_format_error_of({who, ": the levels' total weight is not n = ", n});
     const std::uint32_t m = capacity - levels[0];
     if (r.remaining() != std::size_t{m} * sizeof(T))
-        fail(std::to_string(r.remaining()) + " item bytes where " + std::to_string(std::size_t{m} * sizeof(T)) +
-             " are needed");
-    if (min != min || max != max || !(min <= max)) fail("min and max items are NaN or out of order");
+        throw_format_error_of(
+            {who, ": ", r.remaining(), " item bytes where ", std::size_t{m} * sizeof(T), " are needed"});
+    if (min != min || max != max || !(min <= max))
+        throw_format_error_of({who, ": min and max items are NaN or out of order"});
     KllSketch s(k, seed);
     s.rng_ = state;
     // only the items are allocated (the free space below them comes with the first add)
@@ -480,12 +497,12 @@ KllSketch<T> KllSketch<T>::build(const char* who, std::uint16_t k, std::uint16_t
     s.base_ = levels[0];
     for (std::uint32_t i = 0; i < m; ++i) {
         const T x = detail::kll_get_item<T>(r);
-        if (!(x >= min && x <= max)) fail("an item is NaN or outside [min, max]");
+        if (!(x >= min && x <= max)) throw_format_error_of({who, ": an item is NaN or outside [min, max]"});
         s.items_[i] = x;
     }
     for (std::uint32_t h = (sorted0 ? 0 : 1); h < nl; ++h)
         if (!std::is_sorted(s.items_.get() + (levels[h] - levels[0]), s.items_.get() + (levels[h + 1] - levels[0])))
-            fail("level " + std::to_string(h) + " is not sorted");
+            throw_format_error_of({who, ": level ", h, " is not sorted"});
     s.levels_ = levels;
     s.cap_ = capacity;
     s.num_levels_ = nl;
@@ -503,21 +520,21 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
     ByteReader r(bytes);
     r.header(Family::kll, format_version);
     const std::uint8_t item_bytes = r.u8();
+    using detail::throw_format_error_of;
     if (item_bytes != sizeof(T))
-        detail::throw_format_error(std::string(who) + ": item size " + std::to_string(item_bytes) + " where " +
-                                   std::to_string(sizeof(T)) + " was expected");
+        throw_format_error_of({who, ": item size ", item_bytes, " where ", sizeof(T), " was expected"});
     const std::uint32_t nl = r.u8();
     const std::uint16_t k = r.u16();
     const std::uint16_t mk = r.u16();
     const std::uint8_t flags = r.u8();
-    if (flags > 1) detail::throw_format_error(std::string(who) + ": unknown flag bits");
-    if (r.u8() != 0) detail::throw_format_error(std::string(who) + ": reserved byte is not zero");
+    if (flags > 1) throw_format_error_of({who, ": unknown flag bits"});
+    if (r.u8() != 0) throw_format_error_of({who, ": reserved byte is not zero"});
     const std::uint64_t n = r.u64();
     const std::uint64_t seed = r.u64();
     const std::uint64_t state = r.u64();
     if (n == 0) {
         if (nl != 1 || k < min_k || mk != k)
-            detail::throw_format_error(std::string(who) + ": an empty sketch has one level and min k = k >= 8");
+            throw_format_error_of({who, ": an empty sketch has one level and min k = k >= 8"});
         r.expect_end();
         KllSketch s(k, seed);
         s.rng_ = state;
@@ -527,8 +544,8 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
     const T min = detail::kll_get_item<T>(r);
     const T max = detail::kll_get_item<T>(r);
     if (nl < 1 || nl > detail::kll_max_levels)
-        detail::throw_format_error(std::string(who) + ": level count " + std::to_string(nl) + " is out of range [1, 64]");
-    if (k < min_k) detail::throw_format_error(std::string(who) + ": k " + std::to_string(k) + " is out of range [8, 65535]");
+        throw_format_error_of({who, ": level count ", nl, " is out of range [1, ", detail::kll_max_levels, "]"});
+    if (k < min_k) throw_format_error_of({who, ": k ", k, " is out of range [8, 65535]"});
     std::uint32_t sizes[detail::kll_max_levels];
     std::uint64_t m = 0;
     for (std::uint32_t h = 0; h < nl; ++h) {
@@ -537,8 +554,7 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
     }
     const std::uint64_t capacity = detail::KllCapacities(k).total(nl);
     if (m > capacity)
-        detail::throw_format_error(std::string(who) + ": " + std::to_string(m) + " items exceed the capacity " +
-                                   std::to_string(capacity));
+        throw_format_error_of({who, ": ", m, " items exceed the capacity ", capacity});
     detail::KllLevels levels{};
     levels[nl] = static_cast<std::uint32_t>(capacity);
     for (std::uint32_t h = nl; h-- > 0;) levels[h] = levels[h + 1] - sizes[h];

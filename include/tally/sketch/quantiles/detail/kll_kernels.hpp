@@ -283,7 +283,7 @@ TALLY_KLL_INLINE void kll_apply_network(T* v, std::index_sequence<I...>) noexcep
 
 /// Sorts up to N (8 or 16) items: padded with +inf, through the network, in registers.
 template <std::uint32_t N, class T>
-TALLY_KLL_INLINE void kll_sort_small(T* first, std::uint32_t n) noexcept {
+__attribute__((noinline)) inline void kll_sort_small(T* first, std::uint32_t n) noexcept {
     T v[N];
     for (std::uint32_t i = 0; i < N; ++i) v[i] = i < n ? first[i] : std::numeric_limits<T>::infinity();
     kll_apply_network<kll_sort_network<N>>(v, std::make_index_sequence<kll_sort_network<N>.size>{});
@@ -321,7 +321,7 @@ TALLY_KLL_INLINE void kll_load_padded(T* v, const T* x, std::uint32_t nx, const 
 /// of min/max with no branch on the items, where the loops of a merge of a
 /// few items mispredict at every exit.
 template <std::uint32_t N, class T>
-TALLY_KLL_INLINE void kll_merge_network_into(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny,
+__attribute__((noinline)) inline void kll_merge_network_into(const T* x, std::uint32_t nx, const T* y, std::uint32_t ny,
                                              T* out) noexcept {
     T v[2 * N];
     kll_load_padded<N>(v, x, nx, y, ny, std::make_index_sequence<N>{});

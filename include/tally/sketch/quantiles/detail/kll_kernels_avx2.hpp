@@ -21,49 +21,58 @@
 #include <cstdint>
 
 #if TALLY_SIMD_X86
-#include <immintrin.h>
 
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-#define TALLY_KLL_AVX2 __attribute__((target("avx2"), always_inline)) inline
+#define TALLY_KLL_AVX2 TALLY_SIMD_AVX2_FN
+using simd::F64x4;
+
+/// All ones in the lanes of start .. start + 3 that fall below n.
+TALLY_KLL_AVX2 simd::I64x4 kll_avx2_lanes_below(std::uint32_t n, std::uint32_t start) noexcept {
+    const long long s = start, e = n;
+    return simd::I64x4{e, e, e, e} > simd::I64x4{s, s + 1, s + 2, s + 3};
+}
 
 /// Lanes start .. start + 3 of a run of n items, +inf past its end.
-TALLY_KLL_AVX2 __m256d kll_avx2_load(const double* run, std::uint32_t n, std::uint32_t start) noexcept {
-    const __m256i lane = _mm256_setr_epi64x(start, start + 1, start + 2, start + 3);
-    const __m256i in = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lane);
+TALLY_KLL_AVX2 F64x4 kll_avx2_load(const double* run, std::uint32_t n, std::uint32_t start) noexcept {
+    const simd::I64x4 in = kll_avx2_lanes_below(n, start);
     // no lane is read where the mask is clear, so past the run the address
     // may be any valid one
     const double* at = start < n ? run + start : run;
-    const __m256d v = _mm256_maskload_pd(at, in);
-    return _mm256_blendv_pd(_mm256_set1_pd(__builtin_inf()), v, _mm256_castsi256_pd(in));
+    const F64x4 v = __builtin_ia32_maskloadpd256(reinterpret_cast<const F64x4*>(at), in);
+    constexpr double inf = __builtin_inf();
+    return in ? v : F64x4{inf, inf, inf, inf};
 }
 
 /// Stores the lanes of v that fall in [0, n) at out + start.
-TALLY_KLL_AVX2 void kll_avx2_store(double* out, std::uint32_t n, std::uint32_t start, __m256d v) noexcept {
-    const __m256i lane = _mm256_setr_epi64x(start, start + 1, start + 2, start + 3);
-    const __m256i in = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lane);
+TALLY_KLL_AVX2 void kll_avx2_store(double* out, std::uint32_t n, std::uint32_t start, F64x4 v) noexcept {
     double* at = start < n ? out + start : out;
-    _mm256_maskstore_pd(at, in, v);
+    __builtin_ia32_maskstorepd256(reinterpret_cast<F64x4*>(at), kll_avx2_lanes_below(n, start), v);
 }
 
-TALLY_KLL_AVX2 void kll_avx2_cx(__m256d& a, __m256d& b) noexcept {
-    const __m256d lo = _mm256_min_pd(a, b);
-    b = _mm256_max_pd(a, b);
+/// a, b = min, max per lane, with minpd/maxpd's rule (the second operand
+/// unless the first is less, or greater).
+TALLY_KLL_AVX2 void kll_avx2_cx(F64x4& a, F64x4& b) noexcept {
+    const F64x4 lo = a < b ? a : b;
+    b = a > b ? a : b;
     a = lo;
 }
 
 /// Sorts a bitonic sequence of four lanes.
-TALLY_KLL_AVX2 __m256d kll_avx2_clean(__m256d v) noexcept {
-    __m256d t = _mm256_permute2f128_pd(v, v, 0x01);  // lanes 2 3 0 1
-    v = _mm256_blend_pd(_mm256_min_pd(v, t), _mm256_max_pd(v, t), 0b1100);
-    t = _mm256_permute_pd(v, 0b0101);  // lanes 1 0 3 2
-    return _mm256_blend_pd(_mm256_min_pd(v, t), _mm256_max_pd(v, t), 0b1010);
+TALLY_KLL_AVX2 F64x4 kll_avx2_clean(F64x4 v) noexcept {
+    F64x4 t = __builtin_shufflevector(v, v, 2, 3, 0, 1);
+    F64x4 lo = v < t ? v : t, hi = v > t ? v : t;
+    v = __builtin_shufflevector(lo, hi, 0, 1, 6, 7);
+    t = __builtin_shufflevector(v, v, 1, 0, 3, 2);
+    lo = v < t ? v : t;
+    hi = v > t ? v : t;
+    return __builtin_shufflevector(lo, hi, 0, 5, 2, 7);
 }
 
 /// Sorts v[0 .. R) (4R lanes, register-major), a bitonic sequence.
 template <int R>
-TALLY_KLL_AVX2 void kll_avx2_bitonic(__m256d* v) noexcept {
+TALLY_KLL_AVX2 void kll_avx2_bitonic(F64x4* v) noexcept {
     for (int d = R / 2; d >= 1; d /= 2)
         for (int i = 0; i < R; ++i)
             if ((i & d) == 0) kll_avx2_cx(v[i], v[i + d]);
@@ -72,19 +81,19 @@ TALLY_KLL_AVX2 void kll_avx2_bitonic(__m256d* v) noexcept {
 
 /// v[0 .. R) and v[R .. 2R) sorted, each: sorts v[0 .. 2R).
 template <int R>
-TALLY_KLL_AVX2 void kll_avx2_merge(__m256d* v) noexcept {
+TALLY_KLL_AVX2 void kll_avx2_merge(F64x4* v) noexcept {
     // the second run reversed: registers in reverse order, lanes reversed
     for (int i = 0; i < R / 2; ++i) {
-        const __m256d t = v[R + i];
+        const F64x4 t = v[R + i];
         v[R + i] = v[2 * R - 1 - i];
         v[2 * R - 1 - i] = t;
     }
-    for (int i = R; i < 2 * R; ++i) v[i] = _mm256_permute4x64_pd(v[i], 0x1B);
+    for (int i = R; i < 2 * R; ++i) v[i] = __builtin_shufflevector(v[i], v[i], 3, 2, 1, 0);
     kll_avx2_bitonic<2 * R>(v);
 }
 
 /// Sorts the 16 lanes of v[0 .. 4).
-TALLY_KLL_AVX2 void kll_avx2_sort16(__m256d* v) noexcept {
+TALLY_KLL_AVX2 void kll_avx2_sort16(F64x4* v) noexcept {
     // each column through a 4-input network
     kll_avx2_cx(v[0], v[1]);
     kll_avx2_cx(v[2], v[3]);
@@ -92,14 +101,14 @@ TALLY_KLL_AVX2 void kll_avx2_sort16(__m256d* v) noexcept {
     kll_avx2_cx(v[1], v[3]);
     kll_avx2_cx(v[1], v[2]);
     // transpose: each register becomes a sorted column
-    const __m256d t0 = _mm256_unpacklo_pd(v[0], v[1]);
-    const __m256d t1 = _mm256_unpackhi_pd(v[0], v[1]);
-    const __m256d t2 = _mm256_unpacklo_pd(v[2], v[3]);
-    const __m256d t3 = _mm256_unpackhi_pd(v[2], v[3]);
-    v[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
-    v[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
-    v[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
-    v[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+    const F64x4 t0 = __builtin_shufflevector(v[0], v[1], 0, 4, 2, 6);
+    const F64x4 t1 = __builtin_shufflevector(v[0], v[1], 1, 5, 3, 7);
+    const F64x4 t2 = __builtin_shufflevector(v[2], v[3], 0, 4, 2, 6);
+    const F64x4 t3 = __builtin_shufflevector(v[2], v[3], 1, 5, 3, 7);
+    v[0] = __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
+    v[1] = __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
+    v[2] = __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
+    v[3] = __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
     kll_avx2_merge<1>(v);
     kll_avx2_merge<1>(v + 2);
     kll_avx2_merge<2>(v);
@@ -107,7 +116,7 @@ TALLY_KLL_AVX2 void kll_avx2_sort16(__m256d* v) noexcept {
 
 /// Sorts first[0 .. n), n <= 32.
 __attribute__((target("avx2"))) inline void kll_sort32_avx2(double* first, std::uint32_t n) noexcept {
-    __m256d v[8];
+    F64x4 v[8];
     if (n <= 16) {
         for (std::uint32_t r = 0; r < 4; ++r) v[r] = kll_avx2_load(first, n, 4 * r);
         kll_avx2_sort16(v);
@@ -125,7 +134,7 @@ __attribute__((target("avx2"))) inline void kll_sort32_avx2(double* first, std::
 template <int R>
 TALLY_KLL_AVX2 void kll_avx2_merge_padded(const double* x, std::uint32_t nx, const double* y, std::uint32_t ny,
                                           double* out) noexcept {
-    __m256d v[2 * R];
+    F64x4 v[2 * R];
     for (int r = 0; r < R; ++r) {
         v[r] = kll_avx2_load(x, nx, 4 * r);
         v[R + r] = kll_avx2_load(y, ny, 4 * r);
@@ -158,14 +167,14 @@ __attribute__((target("avx2"))) inline void kll_merge32_avx2(const double* x, st
 /// y + read from y.
 __attribute__((target("avx2"))) inline void kll_merge_long_avx2(const double* x, std::uint32_t nx, const double* y,
                                                                 std::uint32_t ny, double* out) noexcept {
-    __m256d v[4];
-    v[0] = _mm256_loadu_pd(x);
-    v[1] = _mm256_loadu_pd(x + 4);
-    v[2] = _mm256_loadu_pd(y);
-    v[3] = _mm256_loadu_pd(y + 4);
+    F64x4 v[4];
+    v[0] = simd::load32<F64x4>(x);
+    v[1] = simd::load32<F64x4>(x + 4);
+    v[2] = simd::load32<F64x4>(y);
+    v[3] = simd::load32<F64x4>(y + 4);
     kll_avx2_merge<2>(v);
-    _mm256_storeu_pd(out, v[0]);
-    _mm256_storeu_pd(out + 4, v[1]);
+    simd::store32(out, v[0]);
+    simd::store32(out + 4, v[1]);
     std::uint32_t i = 8, j = 8;
     double* o = out + 8;
     while (i + 8 <= nx && j + 8 <= ny) {
@@ -175,18 +184,18 @@ __attribute__((target("avx2"))) inline void kll_merge_long_avx2(const double* x,
         j += take_x ? 0 : 8;
         v[0] = v[2];
         v[1] = v[3];
-        v[2] = _mm256_loadu_pd(next);
-        v[3] = _mm256_loadu_pd(next + 4);
+        v[2] = simd::load32<F64x4>(next);
+        v[3] = simd::load32<F64x4>(next + 4);
         kll_avx2_merge<2>(v);
-        _mm256_storeu_pd(o, v[0]);
-        _mm256_storeu_pd(o + 4, v[1]);
+        simd::store32(o, v[0]);
+        simd::store32(o + 4, v[1]);
         o += 8;
     }
     // the 8 held, merged with the run that has under 8 left (into s), then
     // s merged with the other run's rest (which may be long, and is y in place)
     double held[8];
-    _mm256_storeu_pd(held, v[2]);
-    _mm256_storeu_pd(held + 4, v[3]);
+    simd::store32(held, v[2]);
+    simd::store32(held + 4, v[3]);
     const bool x_short = nx - i < 8;
     const double* short_run = x_short ? x + i : y + j;
     const std::uint32_t short_n = x_short ? nx - i : ny - j;
@@ -206,6 +215,11 @@ __attribute__((target("avx2"))) inline void kll_merge_long_avx2(const double* x,
     while (long_run != long_end && o != long_run) *o++ = *long_run++;  // in place, the rest of y is there
 }
 
+/// s0 s2 s4 s6 of a = s0 s1 s2 s3 and b = s4 s5 s6 s7.
+TALLY_KLL_AVX2 F64x4 kll_avx2_evens(F64x4 a, F64x4 b) noexcept {
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6);
+}
+
 /// kll_halve_down for double: buf[start + i] = buf[start + offset + 2 i] for
 /// i < length / 2, four at a time; every load stays inside the level and
 /// every store lands below what is still to be read.
@@ -216,9 +230,9 @@ __attribute__((target("avx2"))) inline void kll_halve_down_avx2(double* buf, std
     double* dst = buf + start;
     std::uint32_t i = 0;
     for (; offset + 2 * i + 8 <= length; i += 4) {
-        const __m256d a = _mm256_loadu_pd(src + 2 * i);      // s0 s1 s2 s3
-        const __m256d b = _mm256_loadu_pd(src + 2 * i + 4);  // s4 s5 s6 s7
-        _mm256_storeu_pd(dst + i, _mm256_permute4x64_pd(_mm256_unpacklo_pd(a, b), 0xD8));  // s0 s2 s4 s6
+        const F64x4 a = simd::load32<F64x4>(src + 2 * i);      // s0 s1 s2 s3
+        const F64x4 b = simd::load32<F64x4>(src + 2 * i + 4);  // s4 s5 s6 s7
+        simd::store32(dst + i, kll_avx2_evens(a, b));
     }
     for (; i < half; ++i) dst[i] = src[2 * i];
 }
@@ -240,9 +254,9 @@ __attribute__((target("avx2"))) inline void kll_halve_up_avx2(double* buf, std::
     }
     for (; j >= 4; j -= 4) {
         const double* src = base + 2 * (j - 4) + offset;
-        const __m256d a = _mm256_loadu_pd(src);      // s0 s1 s2 s3
-        const __m256d b = _mm256_loadu_pd(src + 4);  // s4 s5 s6 s7
-        _mm256_storeu_pd(base + half + j - 4, _mm256_permute4x64_pd(_mm256_unpacklo_pd(a, b), 0xD8));
+        const F64x4 a = simd::load32<F64x4>(src);      // s0 s1 s2 s3
+        const F64x4 b = simd::load32<F64x4>(src + 4);  // s4 s5 s6 s7
+        simd::store32(base + half + j - 4, kll_avx2_evens(a, b));
     }
     while (j-- > 0) base[half + j] = base[2 * j + offset];
 }
