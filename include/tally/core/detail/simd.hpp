@@ -63,6 +63,8 @@ using U32x8 = unsigned __attribute__((vector_size(32)));
 using I8x32 = char __attribute__((vector_size(32)));
 using U8x32 = unsigned char __attribute__((vector_size(32)));
 using I64x2 = long long __attribute__((vector_size(16)));
+using I32x4 = int __attribute__((vector_size(16)));
+using U32x4 = unsigned __attribute__((vector_size(16)));
 using U64x2 = unsigned long long __attribute__((vector_size(16)));
 using U16x8 = unsigned short __attribute__((vector_size(16)));
 using I8x16 = char __attribute__((vector_size(16)));
@@ -108,6 +110,16 @@ template <class V>
 TALLY_SIMD_AVX2_FN void store32(void* p, V v) noexcept {
     static_assert(sizeof(V) == 32);
     __builtin_memcpy(p, &v, sizeof v);
+}
+
+/// Four u32 lanes widened to u64 (vpmovzxdq): GCC lowers the generic
+/// conversion to two 128-bit halves, so it gets the instruction's builtin.
+TALLY_SIMD_AVX2_FN U64x4 widen(U32x4 v) noexcept {
+#if defined(__clang__)
+    return __builtin_convertvector(v, U64x4);
+#else
+    return reinterpret_cast<U64x4>(__builtin_ia32_pmovzxdq256(reinterpret_cast<I32x4>(v)));
+#endif
 }
 }  // namespace simd
 

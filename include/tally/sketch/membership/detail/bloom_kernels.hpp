@@ -202,8 +202,8 @@ TALLY_SIMD_AVX2_FN void bloom_avx2_lane64_bits(bloom_u32x8 vx, std::size_t v, co
                                                U64x4& hi) noexcept {
     const auto salt = simd::load32<bloom_u32x8>(t.lane_salt + 8 * v);
     const bloom_u32x8 idx = (vx * salt) >> 26;
-    lo = bloom_avx2_shift_one(__builtin_convertvector(__builtin_shufflevector(idx, idx, 0, 1, 2, 3), U64x4));
-    hi = bloom_avx2_shift_one(__builtin_convertvector(__builtin_shufflevector(idx, idx, 4, 5, 6, 7), U64x4));
+    lo = bloom_avx2_shift_one(simd::widen(__builtin_shufflevector(idx, idx, 0, 1, 2, 3)));
+    hi = bloom_avx2_shift_one(simd::widen(__builtin_shufflevector(idx, idx, 4, 5, 6, 7)));
 }
 
 template <std::size_t W>
@@ -222,7 +222,8 @@ TALLY_SIMD_AVX2_FN void bloom_add_avx2_core(std::uint32_t* block, std::uint32_t 
             return;
         }
     }
-    for (std::size_t v = 0; v < W / 256; ++v) p[v] |= bloom_avx2_bits(vx, t.shift, v, t);
+    const unsigned shift = t.shift;  // read once: a store to the block may alias a u32 field
+    for (std::size_t v = 0; v < W / 256; ++v) p[v] |= bloom_avx2_bits(vx, shift, v, t);
 }
 
 template <std::size_t W>
@@ -243,7 +244,8 @@ TALLY_SIMD_AVX2_FN bool bloom_contains_avx2_core(const std::uint32_t* block, std
             return bloom_avx2_none(missing);
         }
     }
-    for (std::size_t v = 0; v < W / 256; ++v) missing |= ~p[v] & bloom_avx2_bits(vx, t.shift, v, t);
+    const unsigned shift = t.shift;
+    for (std::size_t v = 0; v < W / 256; ++v) missing |= ~p[v] & bloom_avx2_bits(vx, shift, v, t);
     return bloom_avx2_none(missing);
 }
 
