@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <memory>
 #include <new>
 #include <span>
 #include <string>
@@ -277,7 +276,7 @@ class KllSketch {
 
     detail::KllCapacities caps_;
     detail::KllLevels levels_{};
-    std::unique_ptr<T[]> items_;  ///< logical slots [base_, cap_): slot i at items_[i - base_]
+    detail::KllArray<T> items_;  ///< logical slots [base_, cap_): slot i at items_[i - base_]
     std::uint64_t n_ = 0;
     std::uint64_t seed_;
     std::uint64_t rng_;

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <memory>
 #include <new>
 #include <span>
 #include <string>
@@ -139,7 +138,7 @@ bool KllSketch<T>::make_room() noexcept {
         return true;
     }
     if (base_ != 0) {  // decoded: allocate the free space now
-        std::unique_ptr<T[]> buf(new (std::nothrow) T[cap_]);
+        detail::KllArray<T> buf(new (std::nothrow) T[cap_]);
         if (!buf) return false;
         std::copy(items_.get(), items_.get() + (cap_ - base_), buf.get() + base_);
         items_ = std::move(buf);
@@ -159,7 +158,7 @@ bool KllSketch<T>::grow() noexcept {
     if (num_levels_ >= detail::kll_max_levels) return false;
     const std::uint32_t delta = caps_.level(num_levels_ + 1, 0);
     const std::uint32_t new_cap = cap_ + delta;
-    std::unique_ptr<T[]> buf(new (std::nothrow) T[new_cap]);
+    detail::KllArray<T> buf(new (std::nothrow) T[new_cap]);
     if (!buf) return false;
     std::copy(items_.get() + levels_[0], items_.get() + cap_, buf.get() + levels_[0] + delta);
     items_ = std::move(buf);
@@ -185,7 +184,7 @@ KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
     const T hi = std::max(highest(), other.highest());
     const std::uint32_t prov = std::max(num_levels_, other.num_levels_);
     const std::uint32_t count = num_retained() + other.num_retained();
-    std::unique_ptr<T[]> work(new T[count]);
+    detail::KllArray<T> work(new T[count]);
     // only the bounds the sweep reads: up to prov + 2 levels
     detail::KllLevels in, out;
     const std::size_t used = std::min<std::size_t>(prov + 3, in.size());
@@ -209,7 +208,7 @@ KllSketch<T>& KllSketch<T>::merge(const KllSketch& other) {
     }
     const detail::KllCompressResult r =
         detail::kll_general_compress(caps_, prov, w, in.data(), out.data(), false, [this] { return bit(); });
-    std::unique_ptr<T[]> buf;
+    detail::KllArray<T> buf;
     if (r.capacity != cap_ || !items_ || base_ != 0) buf.reset(new T[r.capacity]);
     // nothing below throws
     if (buf) items_ = std::move(buf);
