@@ -27,28 +27,32 @@ inline constexpr std::string_view lua_prelude = R"lua(
 -- follows TIME; Redis 5+ always replicate effects (7 names its version).
 if not redis.REDIS_VERSION_NUM and redis.replicate_commands then pcall(redis.replicate_commands) end
 local P = 4294967296
-local function digits(x)
-  local d = {}
-  for i = 1, 4 do
-    local r = x % 65536
-    d[i] = r
-    x = (x - r) / 65536
-  end
-  return d
-end
-local function mul(x, y)
-  local a, b, c = digits(x), digits(y), {0, 0, 0, 0, 0, 0, 0, 0}
-  for i = 1, 4 do
-    for j = 1, 4 do c[i + j - 1] = c[i + j - 1] + a[i] * b[j] end
-  end
+local function base65536(c, n)
   local carry = 0
-  for k = 1, 8 do
+  for k = 1, n do
     local v = c[k] + carry
     local r = v % 65536
     c[k] = r
     carry = (v - r) / 65536
   end
   return c
+end
+-- (h, l) + x as a 64-bit (high, low) pair of 32-bit halves, the carry moved up.
+local function add_carry(h, l, x)
+  local xh, xl = h, l + x
+  if xl >= P then
+    local k = math.floor(xl / P)
+    xl = xl - k * P
+    xh = xh + k
+  end
+  return xh, xl
+end
+local function mul(x, y)
+  local a, b, c = base65536({x, 0, 0, 0}, 4), base65536({y, 0, 0, 0}, 4), {0, 0, 0, 0, 0, 0, 0, 0}
+  for i = 1, 4 do
+    for j = 1, 4 do c[i + j - 1] = c[i + j - 1] + a[i] * b[j] end
+  end
+  return base65536(c, 8)
 end
 local function cmpmul(x1, y1, x2, y2)
   local a, b = mul(x1, y1), mul(x2, y2)
@@ -135,12 +139,7 @@ local function lost_within(horizon_us)
 end
 -- The GCRA state of a spent key at index (h, l): TAT = index + cap.
 local function spent(h, l, cap)
-  local xh, xl = h, l + cap
-  if xl >= P then
-    local k = math.floor(xl / P)
-    xl = xl - k * P
-    xh = xh + k
-  end
+  local xh, xl = add_carry(h, l, cap)
   if xh >= P then xh, xl = P - 1, P - 1 end
   return 'g1:' .. fmt(xh) .. ':' .. fmt(xl)
 end
@@ -212,12 +211,7 @@ if lease then
 end
 local out, plan, all, at = {0, u}, {}, true, 2
 local function write(i, bh, bl, cost, debt, ms, lead)
-  local xh, xl = bh, bl + cost
-  if xl >= P then
-    local k = math.floor(xl / P)
-    xl = xl - k * P
-    xh = xh + k
-  end
+  local xh, xl = add_carry(bh, bl, cost)
   redis.call('SET', KEYS[i], 'g1:' .. xh .. ':' .. xl, 'PX', ttl(math.floor((debt + cost) * ms - lead) + 2))
 end
 local cap, cost, x, y, ms, lead, nh, nl

@@ -6,30 +6,14 @@
 
 #include "../../detail/abi.hpp"
 
-#include <atomic>
-#include <bit>
-#include <cmath>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <vector>
 
-#include "../../core/detail/aligned_allocator.hpp"
-#include "../../core/detail/lazy.hpp"
-#include "../../core/hash.hpp"
-#include "../../core/serialize.hpp"
-#include "../../core/summary.hpp"
-#include "../../detail/primitives.hpp"
-#include "../../detail/throw.hpp"
+// hyperloglog.hpp (which to_hyperloglog and from_hyperloglog convert to and
+// from) brings the standard headers and the core parts (hash, serialize,
+// summary, the aligned allocator and the once-latch) both sketches build on.
+#include "hyperloglog.hpp"
 #include "detail/ultraloglog_estimators.hpp"
 #include "detail/ultraloglog_kernels.hpp"
-#include "hyperloglog.hpp"
 
 TALLY_BEGIN_NAMESPACE
 

@@ -322,48 +322,40 @@ inline std::uint64_t theta_n_prime(std::uint64_t n, double p, double delta) noex
     return m;
 }
 
-/// Lower bound on the number of distinct items behind `n` retained hashes at
-/// sampling rate theta in (0, 1), `s` in 1..3 standard deviations.
-inline double theta_lower_bound(std::uint64_t n, double theta, int s) noexcept {
+/// The lower (upper = false) or upper bound on the number of distinct items
+/// behind `n` retained hashes at sampling rate theta in (0, 1], `s` in 1..3
+/// standard deviations: exact binomial bounds for small n, the classic
+/// normal approximation (with its equivalent deviations below n / 360) above.
+/// One case analysis for both sides, as the two differ only in each case's
+/// formula.
+inline double theta_bound(std::uint64_t n, double theta, int s, bool upper) noexcept {
     const double estimate = static_cast<double>(n) / theta;
-    double lb;
+    const double delta = theta_delta_of_std_devs[s];
+    const auto classic = [&](double devs) {
+        return upper ? theta_classic_ub(n, theta, devs) + 0.5 : theta_classic_lb(n, theta, devs) - 0.5;
+    };
+    double b;
     if (theta == 1) {
-        lb = static_cast<double>(n);
+        b = static_cast<double>(n);
     } else if (n == 0) {
-        lb = 0;
-    } else if (n == 1) {
-        lb = std::floor(std::log(1 - theta_delta_of_std_devs[s]) / std::log(1 - theta));
+        b = upper ? std::ceil(std::log(delta) / std::log(1 - theta)) : 0;
+    } else if (n == 1 && !upper) {
+        b = std::floor(std::log(1 - delta) / std::log(1 - theta));
     } else if (n > 120) {
-        lb = theta_classic_lb(n, theta, s) - 0.5;
+        b = classic(s);
     } else if (theta > (1 - 1e-5)) {
-        lb = static_cast<double>(n);
+        b = static_cast<double>(upper ? n + 1 : n);
     } else if (theta < (static_cast<double>(n) / 360.0)) {
-        lb = theta_classic_lb(n, theta, theta_lb_equiv[3 * n + static_cast<unsigned>(s - 1)]) - 0.5;
+        const double* equiv = upper ? theta_ub_equiv : theta_lb_equiv;
+        b = classic(equiv[3 * n + static_cast<unsigned>(s - 1)]);
     } else {
-        lb = static_cast<double>(theta_n_star(n, theta, theta_delta_of_std_devs[s]));
+        b = static_cast<double>(upper ? theta_n_prime(n + 1, theta, delta) : theta_n_star(n, theta, delta));
     }
-    return std::min(estimate, std::max(static_cast<double>(n), lb));
+    return upper ? std::max(estimate, b) : std::min(estimate, std::max(static_cast<double>(n), b));
 }
 
-/// Upper bound, same arguments as theta_lower_bound.
-inline double theta_upper_bound(std::uint64_t n, double theta, int s) noexcept {
-    const double estimate = static_cast<double>(n) / theta;
-    double ub;
-    if (theta == 1) {
-        ub = static_cast<double>(n);
-    } else if (n == 0) {
-        ub = std::ceil(std::log(theta_delta_of_std_devs[s]) / std::log(1 - theta));
-    } else if (n > 120) {
-        ub = theta_classic_ub(n, theta, s) + 0.5;
-    } else if (theta > (1 - 1e-5)) {
-        ub = static_cast<double>(n + 1);
-    } else if (theta < (static_cast<double>(n) / 360.0)) {
-        ub = theta_classic_ub(n, theta, theta_ub_equiv[3 * n + static_cast<unsigned>(s - 1)]) + 0.5;
-    } else {
-        ub = static_cast<double>(theta_n_prime(n + 1, theta, theta_delta_of_std_devs[s]));
-    }
-    return std::max(estimate, ub);
-}
+inline double theta_lower_bound(std::uint64_t n, double theta, int s) noexcept { return theta_bound(n, theta, s, false); }
+inline double theta_upper_bound(std::uint64_t n, double theta, int s) noexcept { return theta_bound(n, theta, s, true); }
 
 }  // namespace detail
 TALLY_END_NAMESPACE

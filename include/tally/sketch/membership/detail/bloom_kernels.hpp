@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "../../../core/detail/simd.hpp"
 #if TALLY_SIMD_NEON
@@ -498,37 +499,39 @@ TALLY_ALWAYS_INLINE Byte* bloom_block_at(Byte* blocks, std::uint64_t nblocks, st
     return blocks + bloom_block_index(h, nblocks) * (W / 8);
 }
 
-// The batch loops, instantiated per (seeded, prefetching) so that neither
-// test sits in the per-key path.
-template <std::size_t W, bool Seeded, bool Prefetch>
-TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_add_loop_avx2(unsigned char* blocks, std::uint64_t nblocks,
-                                                                     std::uint64_t seed, const std::uint64_t* hashes,
-                                                                     std::size_t n, std::size_t ahead,
-                                                                     const BloomLayout<W>& t) noexcept {
+// The batch loop, instantiated per (seeded, prefetching) so that neither
+// test sits in the per-key path: add when the blocks are writable (Byte is
+// unsigned char), contains into out when they are const.
+template <std::size_t W, bool Seeded, bool Prefetch, class Byte>
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_loop_avx2(Byte* blocks, std::uint64_t nblocks,
+                                                                 std::uint64_t seed, const std::uint64_t* hashes,
+                                                                 std::size_t n, std::size_t ahead, bool* out,
+                                                                 const BloomLayout<W>& t) noexcept {
     for (std::size_t i = 0; i < n; ++i) {
         if constexpr (Prefetch)
             if (i + ahead < n)
                 prefetch_read(bloom_block_at<W>(blocks, nblocks, bloom_rehash_if<Seeded>(hashes[i + ahead], seed)));
         const std::uint64_t h = bloom_rehash_if<Seeded>(hashes[i], seed);
-        auto* block = reinterpret_cast<std::uint32_t*>(bloom_block_at<W>(blocks, nblocks, h));
-        bloom_add_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
+        Byte* block = bloom_block_at<W>(blocks, nblocks, h);
+        if constexpr (std::is_const_v<Byte>)
+            out[i] = bloom_contains_avx2_core<W>(reinterpret_cast<const std::uint32_t*>(block),
+                                                 static_cast<std::uint32_t>(h), t);
+        else
+            bloom_add_avx2_core<W>(reinterpret_cast<std::uint32_t*>(block), static_cast<std::uint32_t>(h), t);
     }
 }
 
-template <std::size_t W, bool Seeded, bool Prefetch>
-TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_contains_loop_avx2(const unsigned char* blocks,
-                                                                          std::uint64_t nblocks, std::uint64_t seed,
-                                                                          const std::uint64_t* hashes, std::size_t n,
-                                                                          std::size_t ahead, bool* out,
-                                                                          const BloomLayout<W>& t) noexcept {
-    for (std::size_t i = 0; i < n; ++i) {
-        if constexpr (Prefetch)
-            if (i + ahead < n)
-                prefetch_read(bloom_block_at<W>(blocks, nblocks, bloom_rehash_if<Seeded>(hashes[i + ahead], seed)));
-        const std::uint64_t h = bloom_rehash_if<Seeded>(hashes[i], seed);
-        const auto* block = reinterpret_cast<const std::uint32_t*>(bloom_block_at<W>(blocks, nblocks, h));
-        out[i] = bloom_contains_avx2_core<W>(block, static_cast<std::uint32_t>(h), t);
+template <std::size_t W, class Byte>
+TALLY_BLOOM_TARGET_AVX2 TALLY_ALWAYS_INLINE void bloom_batch_avx2(Byte* blocks, std::uint64_t nblocks,
+                                                                  std::uint64_t seed, const std::uint64_t* hashes,
+                                                                  std::size_t n, std::size_t ahead, bool* out,
+                                                                  const BloomLayout<W>& t) noexcept {
+    if (seed == 0) {
+        if (ahead == 0) return bloom_loop_avx2<W, false, false>(blocks, nblocks, seed, hashes, n, ahead, out, t);
+        return bloom_loop_avx2<W, false, true>(blocks, nblocks, seed, hashes, n, ahead, out, t);
     }
+    if (ahead == 0) return bloom_loop_avx2<W, true, false>(blocks, nblocks, seed, hashes, n, ahead, out, t);
+    return bloom_loop_avx2<W, true, true>(blocks, nblocks, seed, hashes, n, ahead, out, t);
 }
 
 /// add for each of n hashes, prefetching `ahead` keys in advance (none when
@@ -538,12 +541,7 @@ template <std::size_t W>
 TALLY_BLOOM_TARGET_AVX2 void bloom_add_many_avx2(unsigned char* blocks, std::uint64_t nblocks, std::uint64_t seed,
                                                  const std::uint64_t* hashes, std::size_t n, std::size_t ahead,
                                                  const BloomLayout<W>& t) noexcept {
-    if (seed == 0) {
-        if (ahead == 0) return bloom_add_loop_avx2<W, false, false>(blocks, nblocks, seed, hashes, n, ahead, t);
-        return bloom_add_loop_avx2<W, false, true>(blocks, nblocks, seed, hashes, n, ahead, t);
-    }
-    if (ahead == 0) return bloom_add_loop_avx2<W, true, false>(blocks, nblocks, seed, hashes, n, ahead, t);
-    return bloom_add_loop_avx2<W, true, true>(blocks, nblocks, seed, hashes, n, ahead, t);
+    bloom_batch_avx2<W>(blocks, nblocks, seed, hashes, n, ahead, nullptr, t);
 }
 
 /// out[i] = contains for each of n hashes; returns the number of positives.
@@ -552,17 +550,7 @@ TALLY_BLOOM_TARGET_AVX2 std::size_t bloom_contains_many_avx2(const unsigned char
                                                              std::uint64_t seed, const std::uint64_t* hashes,
                                                              std::size_t n, std::size_t ahead, bool* out,
                                                              const BloomLayout<W>& t) noexcept {
-    if (seed == 0) {
-        if (ahead == 0)
-            bloom_contains_loop_avx2<W, false, false>(blocks, nblocks, seed, hashes, n, ahead, out, t);
-        else
-            bloom_contains_loop_avx2<W, false, true>(blocks, nblocks, seed, hashes, n, ahead, out, t);
-    } else {
-        if (ahead == 0)
-            bloom_contains_loop_avx2<W, true, false>(blocks, nblocks, seed, hashes, n, ahead, out, t);
-        else
-            bloom_contains_loop_avx2<W, true, true>(blocks, nblocks, seed, hashes, n, ahead, out, t);
-    }
+    bloom_batch_avx2<W>(blocks, nblocks, seed, hashes, n, ahead, out, t);
     // Counted afterwards, 32 answers (bytes of 0 or 1) per byte-sum, rather
     // than once per key inside the loop.
     const auto* bytes = reinterpret_cast<const unsigned char*>(out);

@@ -562,16 +562,17 @@ KllSketch<T> KllSketch<T>::deserialize(std::span<const std::byte> bytes) {
 
 template <class T>
 std::vector<std::byte> KllSketch<T>::to_datasketches() const {
-    detail::KllDsImage<T> im;
-    im.k = k_;
-    im.min_k = min_k_;
-    im.n = n_;
-    im.num_levels = num_levels_;
-    im.levels = levels_;
-    im.sorted0 = sorted0_;
-    if (empty()) return detail::kll_ds_encode<T>(im, {});
-    im.min = lowest();
-    im.max = highest();
+    const bool none = empty();
+    const detail::KllDsImage<T> im{.k = k_,
+                                   .min_k = min_k_,
+                                   .n = n_,
+                                   .num_levels = num_levels_,
+                                   .levels = levels_,
+                                   .min = none ? T{} : lowest(),
+                                   .max = none ? T{} : highest(),
+                                   .sorted0 = sorted0_,
+                                   .item_bytes = {}};
+    if (none) return detail::kll_ds_encode<T>(im, {});
     return detail::kll_ds_encode<T>(im, std::span<const T>(items_.get() + (levels_[0] - base_), num_retained()));
 }
 

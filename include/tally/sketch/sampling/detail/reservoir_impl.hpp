@@ -149,10 +149,7 @@ template <class T>
 inline auto Reservoir<T>::serialize() const -> std::vector<std::byte> requires detail::ReservoirSerializable<T> {
     using Codec = detail::WireCodec<T>;
     ByteWriter w(82 + sample_.size() * Codec::min_wire_bytes);
-    w.header(Family::reservoir, format_version);
-    Codec::write_descriptor(w);
-    w.u64(k_);
-    w.u64(seen_);
+    detail::write_sampler_head<T>(w, Family::reservoir, format_version, k_, seen_);
     w.u64(next_);
     w.f64(w_);
     rng_.write(w);
@@ -165,11 +162,8 @@ template <class T>
 inline auto Reservoir<T>::deserialize(std::span<const std::byte> bytes) -> Reservoir requires detail::ReservoirSerializable<T> {
     using Codec = detail::WireCodec<T>;
     ByteReader r(bytes);
-    const std::uint8_t version = r.header(Family::reservoir, format_version);
-    detail::read_item_descriptor<T>(r, version, "tally::Reservoir");
-    const std::uint64_t k = r.u64();
-    format_check(k >= 1 && k <= max_k, "reservoir k is out of range [1, 4294967295]");
-    const std::uint64_t seen = r.u64();
+    const auto [version, k, seen] =
+        detail::read_sampler_head<T>(r, Family::reservoir, format_version, max_k, "tally::Reservoir::deserialize");
     const std::uint64_t next = r.u64();
     const double w = r.f64();
     if (seen < k * dense_factor) {

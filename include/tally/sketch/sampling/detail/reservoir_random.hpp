@@ -221,5 +221,34 @@ void read_item_descriptor(ByteReader& r, std::uint8_t version, const char* who) 
                            ": version 1 stored this item type in native byte order; it cannot be read portably");
 }
 
+/// What both samplers' frames open with: the header, the item descriptor,
+/// k and the count of items seen.
+struct SamplerHead {
+    std::uint8_t version;
+    std::uint64_t k;
+    std::uint64_t seen;
+};
+
+template <ReservoirSerializable T>
+void write_sampler_head(ByteWriter& w, Family family, std::uint8_t version, std::uint64_t k, std::uint64_t seen) {
+    w.header(family, version);
+    WireCodec<T>::write_descriptor(w);
+    w.u64(k);
+    w.u64(seen);
+}
+
+/// Reads and checks SamplerHead (k in [1, max_k]); `who` names the sampler in errors.
+template <ReservoirSerializable T>
+SamplerHead read_sampler_head(ByteReader& r, Family family, std::uint8_t max_version, std::uint64_t max_k,
+                              const char* who) {
+    SamplerHead head{};
+    head.version = r.header(family, max_version);
+    read_item_descriptor<T>(r, head.version, who);
+    head.k = r.u64();
+    if (head.k < 1 || head.k > max_k) throw_format_error_of({who, ": k ", head.k, " is out of range [1, ", max_k, "]"});
+    head.seen = r.u64();
+    return head;
+}
+
 }  // namespace detail
 TALLY_END_NAMESPACE

@@ -73,10 +73,7 @@ template <class T>
 inline auto WeightedReservoir<T>::serialize() const -> std::vector<std::byte> requires detail::ReservoirSerializable<T> {
     using Codec = detail::WireCodec<T>;
     ByteWriter w(82 + items_.size() * (8 + Codec::min_wire_bytes));
-    w.header(Family::weighted_reservoir, format_version);
-    Codec::write_descriptor(w);
-    w.u64(k_);
-    w.u64(seen_);
+    detail::write_sampler_head<T>(w, Family::weighted_reservoir, format_version, k_, seen_);
     w.f64(total_weight_);
     w.f64(jump_);
     rng_.write(w);
@@ -92,11 +89,8 @@ template <class T>
 inline auto WeightedReservoir<T>::deserialize(std::span<const std::byte> bytes) -> WeightedReservoir requires detail::ReservoirSerializable<T> {
     using Codec = detail::WireCodec<T>;
     ByteReader r(bytes);
-    const std::uint8_t version = r.header(Family::weighted_reservoir, format_version);
-    detail::read_item_descriptor<T>(r, version, "tally::WeightedReservoir");
-    const std::uint64_t k = r.u64();
-    format_check(k >= 1 && k <= max_k, "weighted reservoir k is out of range [1, 4294967295]");
-    const std::uint64_t seen = r.u64();
+    const auto [version, k, seen] = detail::read_sampler_head<T>(r, Family::weighted_reservoir, format_version, max_k,
+                                                                 "tally::WeightedReservoir::deserialize");
     const double total = r.f64();
     format_check(total >= 0.0, "weighted reservoir total weight is negative or NaN");
     const double jump = r.f64();
