@@ -2,7 +2,8 @@
 // against a std::mutex + counter limiter doing the same job with the same
 // algorithm (acquire: lock, check inflight < limit, ++; success: lock, --,
 // fold the sample; BM_mutex_baseline is Gradient2's, the headline pair);
-// each algorithm's on_sample alone; and one limiter shared by 2 threads,
+// each algorithm's on_sample alone; the floor (two bare atomic
+// read-modify-writes and on_sample); and one limiter shared by 2 threads,
 // against the mutex baseline shared the same way.
 //
 // RTTs come from a fixed table (1 us .. 10 ms), so on_sample sees varied
@@ -10,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -84,6 +86,27 @@ void BM_mutex_baseline(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
+// The least any limiter can cost under the rules it keeps (one atomic
+// read-modify-write to acquire, one to release, every sample folded exactly):
+// those two instructions on one counter and the algorithm's on_sample, with
+// no check, lock or publication. Half the mutex baseline below this is out
+// of reach.
+template <class Algorithm>
+void BM_floor(benchmark::State& state) {
+    std::atomic<int> inflight{0};
+    Algorithm alg;
+    const auto& r = rtts();
+    std::uint64_t now = 1'000'000'000;
+    std::size_t i = 0;
+    for (auto _ : state) {
+        const int n = inflight.fetch_add(1, std::memory_order_acq_rel) + 1;
+        inflight.fetch_sub(1, std::memory_order_acq_rel);
+        benchmark::DoNotOptimize(alg.on_sample(now, r[i++ & 255], n, false));
+        now += 1000;
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+
 template <class Algorithm>
 void BM_on_sample(benchmark::State& state) {
     Algorithm alg;
@@ -145,6 +168,9 @@ BENCHMARK_TEMPLATE(BM_mutex_baseline, tally::Gradient2)->Name("BM_mutex_baseline
 BENCHMARK_TEMPLATE(BM_mutex_baseline, tally::Vegas)->Name("BM_mutex_baseline_vegas")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_mutex_baseline, tally::Aimd)->Name("BM_mutex_baseline_aimd")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_mutex_baseline, tally::FixedConcurrency)->Name("BM_mutex_baseline_fixed")->MinTime(kMinTime);
+BENCHMARK_TEMPLATE(BM_floor, tally::Gradient2)->Name("BM_floor_gradient2")->MinTime(kMinTime);
+BENCHMARK_TEMPLATE(BM_floor, tally::Vegas)->Name("BM_floor_vegas")->MinTime(kMinTime);
+BENCHMARK_TEMPLATE(BM_floor, tally::Aimd)->Name("BM_floor_aimd")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_on_sample, tally::Aimd)->Name("BM_on_sample_aimd")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_on_sample, tally::Gradient2)->Name("BM_on_sample_gradient2")->MinTime(kMinTime);
 BENCHMARK_TEMPLATE(BM_on_sample, tally::Vegas)->Name("BM_on_sample_vegas")->MinTime(kMinTime);
