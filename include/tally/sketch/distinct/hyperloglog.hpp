@@ -57,6 +57,8 @@ enum class HllHashMode : std::uint8_t {
     /// the rest is 0), capped at 2^regwidth - 1. p in [4, 17].
     postgres = 3,
 };
+static_assert(static_cast<std::uint8_t>(HllHashMode::datasketches) == detail::hll_mode_datasketches);
+
 
 /// Which estimator HyperLogLog::estimate() answers with.
 enum class HllEstimator : std::uint8_t {

@@ -38,11 +38,17 @@
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-/// p' of the sparse index by hash mode (0 tally, 1 redis, 2 datasketches).
-constexpr int hll_sparse_precision(std::uint8_t mode) noexcept { return mode == 2 ? 26 : 25; }
+/// HllHashMode::datasketches's value (hyperloglog.hpp asserts they agree):
+/// the one mode whose sparse entries differ.
+inline constexpr std::uint8_t hll_mode_datasketches = 2;
 
-/// The largest rank' of an entry by hash mode.
-constexpr int hll_sparse_max_rank(std::uint8_t mode) noexcept { return mode == 2 ? ds_hll_max_rank : 64 - 25 + 1; }
+/// p' of the sparse index by mode byte (DataSketches keeps 26 bits, the others 25).
+constexpr int hll_sparse_precision(std::uint8_t mode) noexcept { return mode == hll_mode_datasketches ? 26 : 25; }
+
+/// The largest rank' of an entry by mode byte.
+constexpr int hll_sparse_max_rank(std::uint8_t mode) noexcept {
+    return mode == hll_mode_datasketches ? ds_hll_max_rank : 64 - 25 + 1;
+}
 
 TALLY_ALWAYS_INLINE std::uint32_t hll_sparse_entry_tally(std::uint64_t hash) noexcept {
     const auto index = static_cast<std::uint32_t>(hash >> (64 - 25));
