@@ -95,6 +95,10 @@ template <class Algorithm>
 void BM_floor(benchmark::State& state) {
     std::atomic<int> inflight{0};
     Algorithm alg;
+    // the limiter's algorithm lives in memory shared by threads: so does
+    // this one (its address escapes, and DoNotOptimize's memory clobber
+    // below makes every sample load and store its state)
+    benchmark::DoNotOptimize(&alg);
     const auto& r = rtts();
     std::uint64_t now = 1'000'000'000;
     std::size_t i = 0;
