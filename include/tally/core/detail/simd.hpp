@@ -62,7 +62,6 @@ using I32x8 = int __attribute__((vector_size(32)));
 using U32x8 = unsigned __attribute__((vector_size(32)));
 using I8x32 = char __attribute__((vector_size(32)));
 using U8x32 = unsigned char __attribute__((vector_size(32)));
-using I64x2 = long long __attribute__((vector_size(16)));
 using I32x4 = int __attribute__((vector_size(16)));
 using U32x4 = unsigned __attribute__((vector_size(16)));
 using U64x2 = unsigned long long __attribute__((vector_size(16)));
