@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -141,6 +142,18 @@ TEST_CASE("check_range: one message format for every out-of-range parameter", "[
     CHECK(tally::detail::format_number(std::uint64_t{18446744073709551615ull}) == "18446744073709551615");
     CHECK(tally::detail::format_number(-5) == "-5");
     CHECK(tally::detail::format_number(true) == "true");
+}
+
+TEST_CASE("join_message: text and integers of every sign and width, in order", "[primitives]") {
+    using tally::detail::join_message;
+    const std::string who = "tally::X::f";
+    CHECK(join_message({who, ": k ", std::uint16_t{7}, " is out of range [8, ", 65535, "]"}) ==
+          "tally::X::f: k 7 is out of range [8, 65535]");
+    CHECK(join_message({std::int64_t{-5}, " ", std::uint8_t{255}, " ", 0}) == "-5 255 0");
+    CHECK(join_message({std::numeric_limits<std::int64_t>::min()}) == "-9223372036854775808");
+    CHECK(join_message({std::numeric_limits<std::uint64_t>::max()}) == "18446744073709551615");
+    CHECK_THROWS_AS(tally::detail::throw_format_error_of({"bad ", 1}), tally::FormatError);
+    CHECK_THROWS_WITH(tally::detail::throw_format_error_of({"bad ", 1}), "bad 1");
 }
 
 TEST_CASE("saturating arithmetic and the 128-bit type", "[primitives]") {

@@ -59,13 +59,8 @@ struct MessagePart {
             out += p.text;
             continue;
         }
-        char digits[21];
-        char* at = digits + sizeof digits;
-        std::uint64_t v = p.magnitude;
-        do *--at = static_cast<char>('0' + v % 10);
-        while ((v /= 10) != 0);
         if (p.negative) out += '-';
-        out.append(at, digits + sizeof digits);
+        out += std::to_string(p.magnitude);
     }
     return out;
 }
