@@ -494,8 +494,8 @@ class ConcurrencyPermit {
 /// so no grant takes inflight() past the limit (a lowered limit admits
 /// nobody until enough permits come back). Cost: try_acquire is one
 /// compare-exchange; ignore() one fetch_sub; success/dropped one
-/// compare-exchange that also takes the fold lock, and a plain store that
-/// publishes the new limit and unlocks. The fold never delays an acquire: a
+/// compare-exchange that also takes the fold lock, and two plain stores that
+/// publish the new limit and unlock. The fold never delays an acquire: a
 /// releaser that finds another folding queues its sample and leaves; every
 /// sample is applied, in some order, by the next fold at the latest
 /// (docs/concurrency.md). acquire_until waits, oldest or

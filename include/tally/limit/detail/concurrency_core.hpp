@@ -1,30 +1,36 @@
 // tally/limit/detail/concurrency_core.hpp: the machinery behind
 // ConcurrencyLimiter and PartitionedConcurrencyLimiter (limit/concurrency.hpp).
 //
-// One 64-bit word holds what an acquire reads, and a second word on the same
-// cache line says which fold finished last:
+// Three words on one cache line:
 //
-//   word_  bits 0..23 in flight | bit 24 locked | bits 25..30 epoch | 32..63 limit
-//   done_  bits 25..30 the epoch of the last finished fold | 32..63 its limit
+//   word_   bits 0..30 in flight | bits 32..63 folds started (mod 2^32)
+//   done_   folds finished (mod 2^32)
+//   limit_  the limit the last fold published
 //
-// A word locked by an epoch that done_ reports finished is free, with done_'s
-// limit ("settled"); whoever next changes the word writes the settled value.
+// The fold lock is free when every fold started has finished: word_'s high
+// half equals done_. Taking it adds one to the high half, in the same
+// read-modify-write that counts the permit back; releasing it is the
+// holder's plain store of its number into done_.
 //
-// acquire  one compare-exchange: count + 1 while count < the settled limit.
+// acquire  read limit_, then one compare-exchange: count + 1 while count <
+//   the limit read. The limit is its own word, so an acquire never depends on
+//   a fold still running (a fold's limit store may not even have its value
+//   yet when the next acquire issues).
 // ignore   one fetch_sub.
 // success / dropped  one compare-exchange that decrements and, when the
-//   settled word is free, locks it with the next epoch; the holder applies
-//   its sample, drains the queue, and publishes the new limit with its epoch
-//   in done_: a plain store, which is also the unlock. So an uncontended
-//   permit costs two read-modify-writes in all (against a mutex's four).
+//   lock is free, takes it; the holder applies its sample and publishes the
+//   new limit and then its number in done_: plain stores, the second being
+//   the unlock. So an uncontended permit
+//   costs two read-modify-writes in all (against a mutex's four).
 //   A releaser that finds a holder active pushes its sample onto a bounded
 //   lock-free queue (Vyukov's MPMC ring) and decrements. After publishing,
-//   the holder looks once more at the queue and folds what came meanwhile; a
-//   sample pushed at the very instant of the unlock can be left for the next
-//   fold (the next success or drop, or algorithm()), never lost. An acquire
-//   never waits: it only retries its compare-exchange when the word changed.
-//   A releaser that finds the queue full (the holder was descheduled while
-//   64 others finished) yields until there is room or the lock is free.
+//   the holder looks once at the queue and, if anything is there, locks
+//   again and folds it; a sample pushed at the very instant of that unlock
+//   can be left for the next fold (the next success or drop, or
+//   algorithm()), never lost. An acquire never waits: it only retries its
+//   compare-exchange when the word changed. A releaser that finds the queue
+//   full (the holder was descheduled while 64 others finished) yields until
+//   there is room or the lock is free.
 //
 // Waiting (acquire_until) registers in a mutex-guarded list of waiters, each
 // with its own condition variable; a release reads the waiter count (one
@@ -133,15 +139,12 @@ class SampleRing {
 template <class Algorithm>
 class ConcurrencyCore {
   public:
-    static constexpr std::uint64_t count_mask = (std::uint64_t{1} << 24) - 1;
-    static constexpr std::uint64_t locked = std::uint64_t{1} << 24;
-    static constexpr unsigned epoch_shift = 25;
-    static constexpr std::uint64_t epoch_mask = std::uint64_t{63} << epoch_shift;
+    static constexpr std::uint64_t count_mask = 0x7fffffff;
+    static constexpr std::uint64_t fold_one = std::uint64_t{1} << 32;
     static constexpr int max_limit = static_cast<int>(count_mask);
 
     ConcurrencyCore(Algorithm a, WaitOrder order) : alg_(std::move(a)), order_(order) {
-        word_.store(static_cast<std::uint64_t>(clamp(alg_.limit())) << 32, std::memory_order_relaxed);
-        done_.store(0, std::memory_order_relaxed);
+        limit_.store(clamp(alg_.limit()), std::memory_order_relaxed);
     }
 
     // The in-flight count after the increment (0 when at the limit), and
@@ -149,11 +152,10 @@ class ConcurrencyCore {
     ConcurrencyGrant try_acquire(std::memory_order load_order = std::memory_order_acquire) noexcept {
         std::uint64_t w = word_.load(load_order);
         for (;;) {
-            const std::uint64_t v = settled(w);
-            const std::uint64_t count = v & count_mask;
-            const auto limit = static_cast<int>(v >> 32);
-            if (count >= (v >> 32)) return {0, limit};
-            if (word_.compare_exchange_weak(w, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+            const int limit = limit_.load(std::memory_order_acquire);
+            const std::uint64_t count = w & count_mask;
+            if (count >= static_cast<std::uint64_t>(limit)) return {0, limit};
+            if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire))
                 return {static_cast<int>(count + 1), limit};
         }
     }
@@ -161,11 +163,10 @@ class ConcurrencyCore {
     ConcurrencyGrant add_unchecked() noexcept {
         std::uint64_t w = word_.load(std::memory_order_acquire);
         for (;;) {
-            const std::uint64_t v = settled(w);
-            const auto limit = static_cast<int>(v >> 32);
-            if ((v & count_mask) == count_mask) return {0, limit};
-            if (word_.compare_exchange_weak(w, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
-                return {static_cast<int>((v & count_mask) + 1), limit};
+            const int limit = limit_.load(std::memory_order_acquire);
+            if ((w & count_mask) == count_mask) return {0, limit};
+            if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+                return {static_cast<int>((w & count_mask) + 1), limit};
         }
     }
 
@@ -181,12 +182,14 @@ class ConcurrencyCore {
             bool queued = false;
             std::uint64_t w = word_.load(std::memory_order_acquire);
             for (;;) {
-                const std::uint64_t v = settled(w);
-                if (!(v & locked)) {
+                if (lock_free(w)) {
                     // Decrement and take the lock in one step.
-                    const std::uint64_t mine = ((v - 1) & ~epoch_mask) | locked | next_epoch(v);
+                    const std::uint64_t mine = w + fold_one - 1;
                     if (word_.compare_exchange_weak(w, mine, std::memory_order_seq_cst, std::memory_order_acquire)) {
-                        fold(queued ? nullptr : &s, mine);
+                        // The limit the sample gave, not alg_.limit() read
+                        // back: a store-to-load round trip less before the
+                        // unlock.
+                        finish(mine, queued ? drain() : apply(s));
                         break;
                     }
                 } else if (!queued) {
@@ -206,9 +209,7 @@ class ConcurrencyCore {
         }
     }
 
-    [[nodiscard]] int limit() const noexcept {
-        return static_cast<int>(settled(word_.load(std::memory_order_acquire)) >> 32);
-    }
+    [[nodiscard]] int limit() const noexcept { return limit_.load(std::memory_order_acquire); }
     [[nodiscard]] int inflight() const noexcept {
         return static_cast<int>(word_.load(std::memory_order_relaxed) & count_mask);
     }
@@ -217,9 +218,9 @@ class ConcurrencyCore {
     [[nodiscard]] Algorithm algorithm() noexcept {
         std::uint64_t mine;
         while (!try_lock(mine)) std::this_thread::yield();
-        drain();
+        const int limit = drain();
         Algorithm copy = alg_;
-        finish(mine);
+        finish(mine, limit);
         return copy;
     }
 
@@ -261,60 +262,57 @@ class ConcurrencyCore {
 
     static int clamp(int limit) noexcept { return std::clamp(limit, 0, max_limit); }
 
-    void apply(const ConcurrencySample& s) noexcept {
+    // Each returns the algorithm's limit after it.
+    int apply(const ConcurrencySample& s) noexcept {
         // A clock too coarse to see the call take time reads 0; the
         // algorithms divide by the RTT.
-        alg_.on_sample(s.start_ns, s.rtt_ns == 0 ? 1 : s.rtt_ns, s.inflight, s.dropped);
+        return alg_.on_sample(s.start_ns, s.rtt_ns == 0 ? 1 : s.rtt_ns, s.inflight, s.dropped);
     }
-    void drain() noexcept {
+    int drain() noexcept {
         ConcurrencySample s;
         while (ring_.pop(s)) apply(s);
+        return alg_.limit();
     }
 
-    // The word as it stands once a finished holder's release is counted: a
-    // word locked by an epoch that done_ reports finished is free, with the
-    // limit that holder published.
-    [[nodiscard]] std::uint64_t settled(std::uint64_t w) const noexcept {
-        if (!(w & locked)) return w;
-        const std::uint64_t d = done_.load(std::memory_order_acquire);
-        if ((d & epoch_mask) != (w & epoch_mask)) return w;
-        return (w & (count_mask | epoch_mask)) | (d & ~std::uint64_t{0xffffffff});
-    }
-    [[nodiscard]] static std::uint64_t next_epoch(std::uint64_t v) noexcept {
-        return (v + (std::uint64_t{1} << epoch_shift)) & epoch_mask;
+    // Whether every fold started by word w has finished. The numbers wrap;
+    // a wrapped match on a stale w is harmless, as the compare-exchange that
+    // would take the lock then fails.
+    [[nodiscard]] bool lock_free(std::uint64_t w) const noexcept {
+        return (w >> 32) == done_.load(std::memory_order_acquire);
     }
     // Takes the lock without changing the count; false if a holder is active.
     bool try_lock(std::uint64_t& mine) noexcept {
         std::uint64_t w = word_.load(std::memory_order_acquire);
         for (;;) {
-            const std::uint64_t v = settled(w);
-            if (v & locked) return false;
-            mine = (v & ~epoch_mask) | locked | next_epoch(v);
+            if (!lock_free(w)) return false;
+            mine = w + fold_one;
             if (word_.compare_exchange_weak(w, mine, std::memory_order_seq_cst, std::memory_order_acquire)) return true;
         }
     }
-    // The holder of epoch `mine`: apply, drain, publish.
-    void fold(const ConcurrencySample* own, std::uint64_t mine) noexcept {
-        if (own) apply(*own);
-        drain();
-        finish(mine);
+    // The holder of fold `mine` publishes the limit, then unlocks: plain
+    // stores, no read-modify-write. Samples queued meanwhile (or left by an
+    // earlier unlock) are folded by a second, out-of-line round.
+    void finish(std::uint64_t mine, int limit) noexcept {
+        const std::uint64_t head = ring_.head();
+        publish(mine, limit);
+        if (ring_.tail() != head) [[unlikely]]
+            refold();
     }
-    // Publishing the limit with the holder's epoch releases the lock: one
-    // plain store, no read-modify-write. A sample queued after the drain is
-    // picked up by its own releaser when it sees the lock free, by the check
-    // below, or else by the next fold.
-    void finish(std::uint64_t mine) noexcept {
-        for (int round = 0;; ++round) {
-            const std::uint64_t head = ring_.head();
-            done_.store((static_cast<std::uint64_t>(clamp(alg_.limit())) << 32) | (mine & epoch_mask),
-                        std::memory_order_release);
-            if (round == 1 || ring_.tail() == head || !try_lock(mine)) return;
-            drain();
-        }
+    void publish(std::uint64_t mine, int limit) noexcept {
+        limit_.store(clamp(limit), std::memory_order_release);
+        done_.store(mine >> 32, std::memory_order_release);
+    }
+    [[gnu::noinline]] void refold() noexcept {
+        std::uint64_t mine;
+        if (!try_lock(mine)) return;  // a holder is active: it looks at the queue when it finishes
+        publish(mine, drain());
     }
 
     void wake_one() noexcept {
-        if (waiters_.load(std::memory_order_seq_cst) == 0) return;
+        if (waiters_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
+            wake_one_slow();
+    }
+    [[gnu::noinline]] void wake_one_slow() noexcept {
         std::lock_guard<std::mutex> lk(mutex_);
         notify_locked();
     }
@@ -332,10 +330,11 @@ class ConcurrencyCore {
         w.cv.notify_one();
     }
 
-    // done_ shares word_'s line: a fold writes both, an acquire after a
-    // fold reads both.
+    // One line: a fold writes done_ and limit_, an acquire after it reads
+    // limit_ and word_, a release word_ and done_.
     alignas(false_sharing_size) std::atomic<std::uint64_t> word_{0};
     std::atomic<std::uint64_t> done_{0};
+    std::atomic<int> limit_{0};
     alignas(false_sharing_size) Algorithm alg_;
     SampleRing ring_;
     alignas(false_sharing_size) std::atomic<int> waiters_{0};
