@@ -110,6 +110,11 @@ local G = ARGV[NA + 1] == '1'
 local NK = #KEYS
 if G then NK = NK - 2 end
 local T, lost_at, gcnt, gdet = 0, nil, 0, 0
+-- The server's time for this call, kept in T for lost_within().
+local function call_now()
+  T = now_us()
+  return T
+end
 local function guard()
   if not G then return end
   local ec = tonumber(ARGV[NA + 2])
@@ -177,8 +182,7 @@ local lease = mode == 'l' or mode == 'k'
 local u = 0
 guard()
 if server then
-  u = now_us()
-  T = u
+  u = call_now()
 end
 -- A lease first hands back `rn` unused tokens of this process's previous
 -- lease, and only while the stored TAT is still the one that lease wrote:
@@ -311,8 +315,7 @@ local x, y, ms, lead = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), 
 local u, nh, nl = 0, x, y
 guard()
 if ARGV[1] == 'S' then
-  u = now_us()
-  T = u
+  u = call_now()
   nh, nl, lead = index_now(u, x, y)
 end
 local m = NK
@@ -452,8 +455,7 @@ local x, y, g, skew = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), t
 local u, b, e = 0, x, y
 guard()
 if ARGV[1] == 's' then
-  u = now_us()
-  T = u
+  u = call_now()
   local r = math.fmod(u, y)
   local rx = r * x
   local f = math.fmod(rx, y)

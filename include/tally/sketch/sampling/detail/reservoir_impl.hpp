@@ -77,12 +77,7 @@ inline auto Reservoir<T>::merge(const Reservoir& other) -> Reservoir& {
     // (which is its stream); W and the pending skip are memoryless, so any
     // generator may continue from them.
     if (detail::merge_without_sampling("tally::Reservoir::merge", *this, other, k_, other.k_, seen_ == 0,
-                                       other.seen_ == 0, [&] {
-                                           sample_ = other.sample_;
-                                           seen_ = other.seen_;
-                                           next_ = other.next_;
-                                           w_ = other.w_;
-                                       }))
+                                       other.seen_ == 0, rng_))
         return *this;
     const std::uint64_t n1 = seen_;
     const std::uint64_t n2 = other.seen_;

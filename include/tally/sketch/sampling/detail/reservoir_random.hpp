@@ -162,11 +162,11 @@ inline void check_same_k(const char* who, std::uint64_t k, std::uint64_t other_k
 
 // The cases of a sampler's merge that draw nothing, in order: a different k
 // is refused; an empty other changes nothing; a sampler merged with itself
-// merges a copy; an empty one takes the other's state (`adopt`). True when
-// the merge is done.
-template <class Sampler, class Adopt>
+// merges a copy; an empty one takes the other's state but keeps its own
+// generator (`self_rng`, a member of self). True when the merge is done.
+template <class Sampler>
 bool merge_without_sampling(const char* who, Sampler& self, const Sampler& other, std::uint64_t k,
-                            std::uint64_t other_k, bool self_empty, bool other_empty, Adopt&& adopt) {
+                            std::uint64_t other_k, bool self_empty, bool other_empty, ReservoirRng& self_rng) {
     check_same_k(who, k, other_k);
     if (other_empty) return true;
     if (&self == &other) {
@@ -175,7 +175,9 @@ bool merge_without_sampling(const char* who, Sampler& self, const Sampler& other
         return true;
     }
     if (self_empty) {
-        adopt();
+        const ReservoirRng own = self_rng;
+        self = other;
+        self_rng = own;
         return true;
     }
     return false;

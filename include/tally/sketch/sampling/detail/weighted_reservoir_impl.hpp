@@ -31,13 +31,7 @@ TALLY_BEGIN_NAMESPACE
 template <class T>
 inline auto WeightedReservoir<T>::merge(const WeightedReservoir& other) -> WeightedReservoir& {
     if (detail::merge_without_sampling("tally::WeightedReservoir::merge", *this, other, k_, other.k_, seen_ == 0,
-                                       other.seen_ == 0, [&] {
-                                           keys_ = other.keys_;
-                                           items_ = other.items_;
-                                           seen_ = other.seen_;
-                                           total_weight_ = other.total_weight_;
-                                           jump_ = other.jump_;
-                                       }))
+                                       other.seen_ == 0, rng_))
         return *this;
     const std::size_t n1 = keys_.size();
     const std::size_t n2 = other.keys_.size();
