@@ -286,3 +286,55 @@ TEST_CASE("acquire_for under 8 threads: every waiter served, never more than the
         CHECK(lim.waiters() == 0);
     }
 }
+
+TEST_CASE("ConcurrencyLimiter's fold numbers wrap at 2^32 without losing the lock or a sample",
+          "[concurrency][threads]") {
+    using Core = tally::detail::ConcurrencyCore<Cycling>;
+    SECTION("one thread: every release folds at once, across the wrap") {
+        Core core(Cycling{}, tally::WaitOrder::fifo, 0xffffffffu - 5);
+        for (std::uint64_t i = 1; i <= 12; ++i) {
+            const tally::detail::ConcurrencyGrant g = core.try_acquire();
+            REQUIRE(g.inflight == 1);
+            core.release_sample({i, 1, g.inflight, false});
+            // Cycling's limit after i samples: folded by this release, not
+            // queued behind a lock that looks held.
+            REQUIRE(core.limit() == 1 + static_cast<int>(i % Cycling::max));
+            REQUIRE(core.inflight() == 0);
+        }
+        CHECK(core.algorithm().samples == 12);
+    }
+    SECTION("2 and 8 threads") {
+        for (int threads : {2, 8}) {
+            Core core(Cycling{}, tally::WaitOrder::fifo, 0xffffffffu - 20);
+            std::atomic<std::uint64_t> verdicts{0};
+            std::atomic<bool> over{false};
+            const int iters = static_cast<int>(tally::test::big(20'000, 2'000));
+            std::vector<std::thread> ts;
+            for (int t = 0; t < threads; ++t)
+                ts.emplace_back([&, t] {
+                    tally::test::Rng rng(static_cast<std::uint64_t>(t) + 101);
+                    for (int i = 0; i < iters; ++i) {
+                        const tally::detail::ConcurrencyGrant g = core.try_acquire();
+                        if (!g.inflight) continue;
+                        if (g.inflight > g.limit) over = true;
+                        if (rng.next() % 4 == 0) {
+                            core.release_ignore();
+                        } else {
+                            core.release_sample({static_cast<std::uint64_t>(i), 3, g.inflight, rng.next() % 2 == 0});
+                            verdicts.fetch_add(1, std::memory_order_relaxed);
+                        }
+                    }
+                });
+            for (auto& t : ts) t.join();
+            CHECK(!over);
+            CHECK(core.inflight() == 0);
+            // A fold applies at most 65 samples (its own and a full queue),
+            // so more than 65 x 21 samples took more than 21 folds: the
+            // numbers wrapped.
+            REQUIRE(verdicts.load() > 65 * 21);
+            const Cycling alg = core.algorithm();
+            CHECK(alg.samples == verdicts.load());
+            CHECK(core.limit() == alg.limit());
+        }
+    }
+}

@@ -143,7 +143,11 @@ class ConcurrencyCore {
     static constexpr std::uint64_t fold_one = std::uint64_t{1} << 32;
     static constexpr int max_limit = static_cast<int>(count_mask);
 
-    ConcurrencyCore(Algorithm a, WaitOrder order) : alg_(std::move(a)), order_(order) {
+    // first_fold: the fold numbers' starting value, for tests that cross
+    // their wrap at 2^32 (at 10^8 folds a second that is every 43 s).
+    ConcurrencyCore(Algorithm a, WaitOrder order, std::uint32_t first_fold = 0) : alg_(std::move(a)), order_(order) {
+        word_.store(std::uint64_t{first_fold} << 32, std::memory_order_relaxed);
+        done_.store(first_fold, std::memory_order_relaxed);
         limit_.store(clamp(alg_.limit()), std::memory_order_relaxed);
     }
 
