@@ -555,6 +555,41 @@ TEST_CASE("Reservoir: incompatible merges throw and leave the target unchanged",
     CHECK_THROWS_WITH(a.merge(fed(6, 2, 0, 50)), "tally::Reservoir::merge: k 5 does not match the other reservoir's k 6");
 }
 
+namespace {
+// An item whose copies throw once `copies_left` reaches 0.
+struct FragileItem {
+    static inline int copies_left = 1 << 30;
+    int v = 0;
+    explicit FragileItem(int x) : v(x) {}
+    FragileItem(const FragileItem& o) : v(o.v) {
+        if (copies_left-- <= 0) throw std::runtime_error("copy failed");
+    }
+    FragileItem& operator=(const FragileItem& o) {
+        if (copies_left-- <= 0) throw std::runtime_error("copy failed");
+        v = o.v;
+        return *this;
+    }
+    FragileItem(FragileItem&&) noexcept = default;
+    FragileItem& operator=(FragileItem&&) noexcept = default;
+};
+}  // namespace
+
+TEST_CASE("Reservoir: an empty target whose merge copy throws is left as it was", "[reservoir]") {
+    tally::Reservoir<FragileItem> full(8, 1), empty(8, 2);
+    for (int i = 0; i < 20; ++i) full.add(FragileItem(i));
+    // The third item's copy throws, midway through taking the other's sample.
+    FragileItem::copies_left = 2;
+    CHECK_THROWS_AS(empty.merge(full), std::runtime_error);
+    FragileItem::copies_left = 1 << 30;
+    CHECK(empty.empty());
+    CHECK(empty.total() == 0);
+    CHECK(empty.size() == 0);
+    // and it still works: the same merge, now with copies that succeed
+    empty.merge(full);
+    CHECK(empty.total() == 20);
+    CHECK(empty.size() == 8);
+}
+
 TEST_CASE("Reservoir: self-merge counts the stream twice", "[reservoir]") {
     U64Reservoir a = fed(5, 1, 0, 3);
     a.merge(a);

@@ -20,6 +20,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../../../core/serialize.hpp"
@@ -175,8 +176,10 @@ bool merge_without_sampling(const char* who, Sampler& self, const Sampler& other
         return true;
     }
     if (self_empty) {
+        // Copied first, so a throwing copy leaves self as it was.
+        Sampler copy = other;
         const ReservoirRng own = self_rng;
-        self = other;
+        self = std::move(copy);
         self_rng = own;
         return true;
     }
