@@ -13,15 +13,14 @@
 // holder's plain store of its number into done_.
 //
 // acquire  read limit_, then one compare-exchange: count + 1 while count <
-//   the limit read. The limit is its own word, so an acquire never depends on
-//   a fold still running (a fold's limit store may not even have its value
-//   yet when the next acquire issues).
+//   the limit read, the one the last finished fold published. It never
+//   waits for a fold in progress.
 // ignore   one fetch_sub.
 // success / dropped  one compare-exchange that decrements and, when the
 //   lock is free, takes it; the holder applies its sample and publishes the
 //   new limit and then its number in done_: plain stores, the second being
-//   the unlock. So an uncontended permit
-//   costs two read-modify-writes in all (against a mutex's four).
+//   the unlock. So an uncontended permit costs two read-modify-writes in
+//   all (against a mutex's four).
 //   A releaser that finds a holder active pushes its sample onto a bounded
 //   lock-free queue (Vyukov's MPMC ring) and decrements. After publishing,
 //   the holder looks once at the queue and, if anything is there, locks
