@@ -311,7 +311,8 @@ class Gradient2 {
         const double short_rtt = static_cast<double>(detail::java_long(rtt_ns));
         const double long_rtt = add_long_rtt(short_rtt);
         if (ratio_above_two(long_rtt, short_rtt)) long_value_ = long_value_ * 0.95;
-        if (static_cast<double>(inflight) < est / 2) return limit_ = detail::java_d2i(est);
+        // limit_ is (int) estimated_ at all times, so the app-limited path returns it as it is
+        if (static_cast<double>(inflight) < est / 2) return limit_;
         const double gradient = detail::java_max(0.5, detail::java_min(1.0, o_.rtt_tolerance * long_rtt / short_rtt));
         double target = detail::rounded(est * gradient) + queue;
         target = detail::rounded(est * (1 - o_.smoothing)) + detail::rounded(target * o_.smoothing);
