@@ -249,7 +249,6 @@ TEST_CASE("UltraLogLog merge kernels each give the paper's union in every byte l
     kernels.push_back({"sse2", true, &tally::detail::ull_merge_sse2});
 #endif
 #if TALLY_SIMD_X86
-    kernels.push_back({"ssse3", tally::detail::cpu_has_ssse3(), &tally::detail::ull_merge_ssse3});
     kernels.push_back({"avx2", tally::detail::cpu_has_avx2(), &tally::detail::ull_merge_avx2});
 #endif
 #if TALLY_SIMD_NEON

@@ -4,8 +4,8 @@
 // from here, and chosen at run time by its family's *_kernels.hpp dispatcher.
 //
 //   TALLY_SIMD_X86       x86-64 with GCC or Clang: SSE2 kernels (the x86-64
-//                        baseline) and SSSE3/AVX2 kernels compiled with target
-//                        attributes, run when cpu_has_ssse3()/cpu_has_avx2()
+//                        baseline) and AVX2 kernels compiled with target
+//                        attributes, run when cpu_has_avx2()
 //   TALLY_SIMD_NEON      arm64 with Advanced SIMD (every arm64 CPU)
 //   TALLY_SIMD_AVX_BUILD the whole translation unit is built for AVX (-mavx or
 //                        later), so 256-bit code needs no target attribute
@@ -136,19 +136,6 @@ inline bool cpu_has_avx2() noexcept {
 #endif
 }
 
-/// SSSE3 (pshufb) is usable: compiled in with -mssse3 or later, else asked of
-/// the CPU once. Called only from the *_kernels.hpp dispatchers.
-inline bool cpu_has_ssse3() noexcept {
-#if defined(__SSSE3__)
-    return true;
-#else
-    static const bool has = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("ssse3") != 0;
-    }();
-    return has;
-#endif
-}
 #endif
 
 /// x rounded on its own: the compiler may not fuse it into the add that

@@ -17,18 +17,15 @@
 
 TALLY_BEGIN_NAMESPACE
 
-/// Which estimator UltraLogLog::estimate() answers with.
-enum class UllEstimator : std::uint8_t {
-    /// Further generalized remaining area (the paper's Algorithm 6): any
-    /// registers; RSE sqrt(0.6119 / m) = 0.782 / sqrt(m).
-    fgra = 0,
-    /// Maximum likelihood (section 3.1): any registers; RSE 0.761 / sqrt(m);
-    /// an iterative solve, several times slower than fgra.
-    ml = 1,
-    /// Martingale (historic inverse probability): a sketch that has only seen
-    /// adds; RSE sqrt(5 ln 2 / 8) / sqrt(m) = 0.658 / sqrt(m).
-    martingale = 2,
-};
+/// Which estimator UltraLogLog::estimate() answers with, and its relative
+/// standard error for m registers:
+/// - fgra: further generalized remaining area (the paper's Algorithm 6), for
+///   any registers; sqrt(0.6119 / m) = 0.782 / sqrt(m).
+/// - ml: maximum likelihood (section 3.1), for any registers; 0.761 / sqrt(m);
+///   an iterative solve, several times slower than fgra.
+/// - martingale: historic inverse probability, for a sketch that has only seen
+///   adds; sqrt(5 ln 2 / 8) / sqrt(m) = 0.658 / sqrt(m).
+enum class UllEstimator : std::uint8_t { fgra = 0, ml = 1, martingale = 2 };
 
 /// UltraLogLog: the number of distinct items in a stream, in 2^p bytes.
 ///

@@ -147,9 +147,7 @@ inline double ds_hll_rel_err(int lg_k, int num_std_dev, bool upper, bool out_of_
         return num_std_dev * f / std::sqrt(static_cast<double>(std::uint64_t{1} << lg_k));
     }
     const int i = (lg_k - 4) * 3 + (num_std_dev - 1);
-    const double* t = out_of_order ? (upper ? ds_rel_err_non_hip_ub : ds_rel_err_non_hip_lb)
-                                   : (upper ? ds_rel_err_hip_ub : ds_rel_err_hip_lb);
-    return std::fabs(t[i]);
+    return std::fabs(ds_rel_err[out_of_order][upper][i]);
 }
 
 inline double ds_hll_bound(int lg_k, double estimate, std::uint64_t zeros, int num_std_dev, bool upper,

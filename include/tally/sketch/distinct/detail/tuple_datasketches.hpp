@@ -40,14 +40,11 @@
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-inline constexpr std::uint8_t ds_tuple_family = 9;
-inline constexpr std::uint8_t ds_aod_type_compact = 3;
-inline constexpr std::uint8_t ds_aod_serial_version = 1;
-inline constexpr std::uint8_t ds_aod_flag_big_endian = 1;
-inline constexpr std::uint8_t ds_aod_flag_sampling = 2;
-inline constexpr std::uint8_t ds_aod_flag_empty = 4;
-inline constexpr std::uint8_t ds_aod_flag_has_entries = 8;
-inline constexpr std::uint8_t ds_aod_flag_ordered = 16;
+// byte 2 (family), byte 3 (sketch type), byte 1 (serial version)
+inline constexpr std::uint8_t ds_tuple_family = 9, ds_aod_type_compact = 3, ds_aod_serial_version = 1;
+// byte 4's flag bits
+inline constexpr std::uint8_t ds_aod_flag_big_endian = 1, ds_aod_flag_sampling = 2, ds_aod_flag_empty = 4,
+                              ds_aod_flag_has_entries = 8, ds_aod_flag_ordered = 16;
 
 struct DsAodImage {
     bool empty = true;

@@ -1,6 +1,6 @@
 // tally/sketch/distinct/detail/ultraloglog_kernels.hpp: the register union of two
 // UltraLogLog sketches (UltraLogLog::merge), as a scalar rule, an SSE2 kernel,
-// AVX2 and SSSE3 kernels chosen at run time, and a NEON kernel on arm64.
+// an AVX2 kernel chosen at run time, and a NEON kernel on arm64.
 //
 // A register is 4 h + two bits: h the top position of the hash prefixes it
 // has seen, the bits whether positions h - 1 and h - 2 were seen too. The
@@ -71,39 +71,17 @@ inline std::size_t ull_merge_sse2(std::uint8_t* __restrict a, const std::uint8_t
 
 #if TALLY_SIMD_X86
 /// The union over the whole 16-register blocks of [0, m), m >= 16, on a CPU
-/// with SSSE3: the bits come from one table lookup (pshufb) indexed by
+/// with AVX2, 32 registers a step (a last 16 go through the SSE2 step): the
+/// bits come from one table lookup (pshufb) indexed by
 /// t = min((hi | 3) - lo, 15) = min(distance + 3 - lo's two bits, 15), which
-/// costs three operations where distance | lo's bits costs six. Returns where
-/// the next kernel takes over.
-__attribute__((target("ssse3"))) inline std::size_t ull_merge_ssse3(std::uint8_t* __restrict a,
-                                                                     const std::uint8_t* __restrict b,
-                                                                     std::size_t m) noexcept {
-    // t = 3 - bits at distance 0 (the bits are lo's), 7 - bits at distance 4
-    // (2 | lo's bit 1), 11 - bits at distance 8 (1), 12..15 from 12 on (none);
-    // both registers zero is t = 3 (none).
-    using simd::U8x16;
-    const simd::I8x16 bits = {3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0};
-    const U8x16 three = simd::splat16<U8x16>(3), fifteen = simd::splat16<U8x16>(15);
-    std::size_t i = 0;
-    for (; i + 16 <= m; i += 16) {
-        const U8x16 x = simd::load16<U8x16>(a + i), y = simd::load16<U8x16>(b + i);
-        const U8x16 hi = x > y ? x : y, lo = x < y ? x : y;
-        const U8x16 d = (hi | three) - lo;
-        const U8x16 t = d < fifteen ? d : fifteen;
-        const auto looked_up = __builtin_ia32_pshufb128(bits, reinterpret_cast<simd::I8x16>(t));
-        simd::store16(a + i, hi | reinterpret_cast<U8x16>(looked_up));
-    }
-    return i;
-}
-#endif
-
-#if TALLY_SIMD_X86
-/// As ull_merge_ssse3, 32 registers a step, on a CPU with AVX2 (m >= 16; a
-/// last 16 go through the SSSE3 step).
+/// costs three operations where distance | lo's bits costs six.
 __attribute__((target("avx2"))) inline std::size_t ull_merge_avx2(std::uint8_t* __restrict a,
                                                                    const std::uint8_t* __restrict b,
                                                                    std::size_t m) noexcept {
-    // ull_merge_ssse3's table in each 128-bit lane
+    // t = 3 - bits at distance 0 (the bits are lo's), 7 - bits at distance 4
+    // (2 | lo's bit 1), 11 - bits at distance 8 (1), 12..15 from 12 on (none);
+    // both registers zero is t = 3 (none). pshufb looks up within each
+    // 128-bit lane, so each lane holds the table.
     using simd::U8x32;
     const simd::I8x32 bits = {3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0,  //
                               3, 2, 1, 0, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0};
@@ -118,7 +96,7 @@ __attribute__((target("avx2"))) inline std::size_t ull_merge_avx2(std::uint8_t* 
         const auto looked_up = __builtin_ia32_pshufb256(bits, reinterpret_cast<simd::I8x32>(t));
         simd::store32(a + i, hi | reinterpret_cast<U8x32>(looked_up));
     }
-    if (i + 16 <= m) i += ull_merge_ssse3(a + i, b + i, 16);  // m = 16
+    if (i + 16 <= m) i += ull_merge_sse2(a + i, b + i, 16);  // m = 16
     return i;
 }
 #endif
@@ -148,13 +126,7 @@ inline void ull_merge_registers(std::uint8_t* __restrict a, const std::uint8_t* 
                                 std::size_t m) noexcept {
     std::size_t i = 0;
 #if TALLY_SIMD_X86
-    if (m >= 16 && cpu_has_avx2())
-        i = ull_merge_avx2(a, b, m);
-    else if (m >= 16 && cpu_has_ssse3())
-        i = ull_merge_ssse3(a, b, m);
-#endif
-#if TALLY_SIMD_X86
-    if (i == 0 && m >= 16) i = ull_merge_sse2(a, b, m);
+    if (m >= 16) i = cpu_has_avx2() ? ull_merge_avx2(a, b, m) : ull_merge_sse2(a, b, m);
 #endif
 #if TALLY_SIMD_NEON
     if (m >= 16) i = ull_merge_neon(a, b, m);

@@ -45,17 +45,13 @@
 TALLY_BEGIN_NAMESPACE
 namespace detail {
 
-inline constexpr std::uint8_t kll_ds_family = 15;
-inline constexpr std::uint8_t kll_ds_preamble_short = 2;
-inline constexpr std::uint8_t kll_ds_preamble_full = 5;
-inline constexpr std::uint8_t kll_ds_serial_v1 = 1;
-inline constexpr std::uint8_t kll_ds_serial_v2 = 2;
-inline constexpr std::uint8_t kll_ds_serial_v3 = 3;
-inline constexpr std::uint8_t kll_ds_flag_empty = 1;
-inline constexpr std::uint8_t kll_ds_flag_sorted = 2;
-inline constexpr std::uint8_t kll_ds_flag_single = 4;
-inline constexpr std::size_t kll_ds_data_start = 20;
-inline constexpr std::size_t kll_ds_short_size = 8;
+// byte 2 (family), byte 0 (preamble ints), byte 1 (serial version)
+inline constexpr std::uint8_t kll_ds_family = 15, kll_ds_preamble_short = 2, kll_ds_preamble_full = 5;
+inline constexpr std::uint8_t kll_ds_serial_v1 = 1, kll_ds_serial_v2 = 2, kll_ds_serial_v3 = 3;
+// byte 3's flag bits
+inline constexpr std::uint8_t kll_ds_flag_empty = 1, kll_ds_flag_sorted = 2, kll_ds_flag_single = 4;
+// where a full image's data starts; a single-item image's fixed part
+inline constexpr std::size_t kll_ds_data_start = 20, kll_ds_short_size = 8;
 
 /// One item as DataSketches stores it: its IEEE-754 bits, little-endian.
 template <class T>

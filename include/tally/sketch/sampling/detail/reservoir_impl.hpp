@@ -14,6 +14,7 @@
 #include <ranges>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -168,17 +169,13 @@ inline auto Reservoir<T>::deserialize(std::span<const std::byte> bytes) -> Reser
         format_check(next >= seen, "reservoir next index lies before its count");
         format_check(w > 0.0 && w <= 1.0, "reservoir W is outside (0, 1]");
     }
-    const detail::ReservoirRng rng = detail::ReservoirRng::read(r);
-    const std::uint64_t m = r.count(r.u64(), Codec::min_wire_bytes, k, "reservoir item");
-    format_check(m == std::min(k, seen), "reservoir sample size is not min(k, seen)");
     Reservoir out(static_cast<std::size_t>(k), 0);
-    out.sample_.reserve(static_cast<std::size_t>(m));
-    for (std::uint64_t i = 0; i < m; ++i) out.sample_.push_back(Codec::read(r));
+    out.rng_ = detail::ReservoirRng::read(r);
+    const std::size_t m = detail::read_sample_size(r, k, seen, Codec::min_wire_bytes, "reservoir item");
+    out.sample_.reserve(m);
+    for (std::size_t i = 0; i < m; ++i) out.sample_.push_back(Codec::read(r));
     r.expect_end();
-    out.seen_ = seen;
-    out.next_ = next;
-    out.w_ = w;
-    out.rng_ = rng;
+    std::tie(out.seen_, out.next_, out.w_) = std::tuple(seen, next, w);
     return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include "../../../detail/abi.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -253,6 +254,17 @@ SamplerHead read_sampler_head(ByteReader& r, Family family, std::uint8_t max_ver
     if (head.k < 1 || head.k > max_k) throw_format_error_of({who, ": k ", head.k, " is out of range [1, ", max_k, "]"});
     head.seen = r.u64();
     return head;
+}
+
+/// Reads the count of retained entries that ends a sampler's state: it must
+/// be min(k, seen), and the bytes left must hold that many entries of at
+/// least min_entry_bytes each. `what` names an entry in errors.
+inline std::size_t read_sample_size(ByteReader& r, std::uint64_t k, std::uint64_t seen, std::size_t min_entry_bytes,
+                                    const char* what) {
+    const std::uint64_t m = r.count(r.u64(), min_entry_bytes, k, what);
+    if (m != std::min(k, seen))
+        throw_format_error_of({"tally: ", what, " count ", m, " is not min(k, seen) = ", std::min(k, seen)});
+    return static_cast<std::size_t>(m);
 }
 
 }  // namespace detail

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -93,13 +94,12 @@ inline auto WeightedReservoir<T>::deserialize(std::span<const std::byte> bytes) 
     } else {
         format_check(jump >= 0.0, "weighted reservoir jump is negative or NaN");
     }
-    const detail::ReservoirRng rng = detail::ReservoirRng::read(r);
-    const std::uint64_t m = r.count(r.u64(), 8 + Codec::min_wire_bytes, k, "weighted reservoir entry");
-    format_check(m == std::min(k, seen), "weighted reservoir sample size is not min(k, seen)");
     WeightedReservoir out(static_cast<std::size_t>(k), 0);
-    out.keys_.reserve(static_cast<std::size_t>(m));
-    out.items_.reserve(static_cast<std::size_t>(m));
-    for (std::uint64_t i = 0; i < m; ++i) {
+    out.rng_ = detail::ReservoirRng::read(r);
+    const std::size_t m = detail::read_sample_size(r, k, seen, 8 + Codec::min_wire_bytes, "weighted reservoir entry");
+    out.keys_.reserve(m);
+    out.items_.reserve(m);
+    for (std::size_t i = 0; i < m; ++i) {
         double key = r.f64();
         if (version == 1) {
             format_check(key <= 0.0, "weighted reservoir key is positive or NaN");
@@ -111,10 +111,7 @@ inline auto WeightedReservoir<T>::deserialize(std::span<const std::byte> bytes) 
         out.items_.push_back(Codec::read(r));
     }
     r.expect_end();
-    out.seen_ = seen;
-    out.total_weight_ = total;
-    out.jump_ = jump;
-    out.rng_ = rng;
+    std::tie(out.seen_, out.total_weight_, out.jump_) = std::tuple(seen, total, jump);
     return out;
 }
 
