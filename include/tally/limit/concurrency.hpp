@@ -494,10 +494,11 @@ class ConcurrencyPermit {
 /// Guarantee: a permit is granted only while inflight < the limit in force,
 /// so no grant takes inflight() past the limit (a lowered limit admits
 /// nobody until enough permits come back). Cost: try_acquire is one
-/// compare-exchange; ignore() one fetch_sub; success/dropped one
-/// compare-exchange that also takes the fold lock, and two plain stores that
-/// publish the new limit and unlock. The fold never delays an acquire: a
-/// releaser that finds another folding queues its sample and leaves; every
+/// compare-exchange; ignore() one fetch_sub; success/dropped one fetch_add
+/// that also takes the fold lock, and two plain stores that publish the new
+/// limit and unlock. The fold never delays an acquire: a releaser that finds
+/// another folding queues its sample and leaves (two that arrive at once
+/// fold in turn); every
 /// sample is applied, in some order, by the next fold at the latest
 /// (docs/concurrency.md). acquire_until waits, oldest or
 /// newest waiter first (WaitOrder), never past its deadline. Memory: about

@@ -9,18 +9,22 @@
 //
 // The fold lock is free when every fold started has finished: word_'s high
 // half equals done_. Taking it adds one to the high half, in the same
-// read-modify-write that counts the permit back; releasing it is the
-// holder's plain store of its number into done_.
+// read-modify-write that counts the permit back: a ticket, the fold number
+// before the add, whose turn comes when done_ reaches it; releasing it is the
+// holder's plain store of its number (ticket + 1) into done_.
 //
 // acquire  read limit_, then one compare-exchange: count + 1 while count <
 //   the limit read, the one the last finished fold published. It never
 //   waits for a fold in progress.
 // ignore   one fetch_sub.
-// success / dropped  one compare-exchange that decrements and, when the
-//   lock is free, takes it; the holder applies its sample and publishes the
-//   new limit and then its number in done_: plain stores, the second being
-//   the unlock. So an uncontended permit costs two read-modify-writes in
-//   all (against a mutex's four).
+// success / dropped  a releaser that finds the lock free takes a ticket and
+//   decrements in one fetch_add (no compare-exchange, so nothing to retry);
+//   the holder applies its sample and publishes the new limit and then its
+//   number in done_: plain stores, the second being the unlock. So an
+//   uncontended permit costs two read-modify-writes in all (against a
+//   mutex's four). Releasers that find the lock free at the same instant
+//   take consecutive tickets: each folds in turn, the later ones waiting (a
+//   short spin, then yielding) for the fold before theirs, one fold each.
 //   A releaser that finds a holder active pushes its sample onto a bounded
 //   lock-free queue (Vyukov's MPMC ring) and decrements. After publishing,
 //   the holder looks once at the queue and, if anything is there, locks
@@ -50,6 +54,7 @@
 #include <thread>
 
 #include "../../core/clock.hpp"
+#include "../../core/detail/simd.hpp"
 #include "../../core/platform.hpp"
 
 TALLY_BEGIN_NAMESPACE
@@ -182,8 +187,15 @@ class ConcurrencyCore {
         if constexpr (IgnoresSamples<Algorithm>) {
             release_ignore();
         } else {
-            bool queued = false;
             std::uint64_t w = word_.load(std::memory_order_acquire);
+            if (lock_free(w)) [[likely]] {
+                const std::uint64_t before = word_.fetch_add(fold_one - 1, std::memory_order_seq_cst);
+                await_turn(before);
+                finish(before + fold_one - 1, apply(s));
+                wake_one();
+                return;
+            }
+            bool queued = false;
             for (;;) {
                 if (lock_free(w)) {
                     // Decrement and take the lock in one step.
@@ -282,6 +294,23 @@ class ConcurrencyCore {
     // would take the lock then fails.
     [[nodiscard]] bool lock_free(std::uint64_t w) const noexcept {
         return (w >> 32) == done_.load(std::memory_order_acquire);
+    }
+    // Returns once the ticket taken by the add that read `before` is up:
+    // every fold numbered before it has finished.
+    void await_turn(std::uint64_t before) noexcept {
+        if (!lock_free(before)) [[unlikely]]
+            await_turn_slow(before);
+    }
+    [[gnu::noinline]] void await_turn_slow(std::uint64_t before) noexcept {
+        unsigned spins = 0;
+        while (!lock_free(before)) {
+            if (++spins < 64) {
+                cpu_relax();
+            } else {
+                std::this_thread::yield();
+                spins = 0;
+            }
+        }
     }
     // Takes the lock without changing the count; false if a holder is active.
     bool try_lock(std::uint64_t& mine) noexcept {
